@@ -243,7 +243,9 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 }
 
 // search answers the files whose path starts with a prefix: GET
-// /api/search?prefix=P (at most maxSearch, then "truncated").
+// /api/search?prefix=P (at most maxSearch, then "truncated"). Files under
+// keys that are no canonical path (another tool's "a//b", "t/"), which
+// GET /api/file refuses, are not listed: "odd" counts them.
 func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	p, err := topo.CleanPrefix(r.URL.Query().Get("prefix"))
 	if err != nil {
@@ -258,14 +260,19 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := []entryJSON{}
+	odd, truncated := 0, false
 	for _, kv := range kvs {
-		if len(out) == maxSearch {
-			break
+		switch {
+		case !tree.CanonicalFile(kv.Path):
+			odd++
+		case len(out) == maxSearch:
+			truncated = true
+		default:
+			n := len(kv.Value)
+			out = append(out, entryJSON{Name: kv.Path, Path: "/" + kv.Path, File: true, Version: versionString(kv.Version), Size: &n})
 		}
-		n := len(kv.Value)
-		out = append(out, entryJSON{Name: kv.Path, Path: "/" + kv.Path, File: true, Version: versionString(kv.Version), Size: &n})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"prefix": "/" + p, "files": out, "truncated": len(kvs) > maxSearch})
+	writeJSON(w, http.StatusOK, map[string]any{"prefix": "/" + p, "files": out, "truncated": truncated, "odd": odd})
 }
 
 func versionString(v topo.Version) string {

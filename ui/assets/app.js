@@ -353,7 +353,10 @@ async function search(prefix) {
     const data = await api("GET", "/api/search?" + q({ prefix }));
     if (!state.list.drawOpen(seq, "?" + data.prefix)) return;
     const box = $("#search-results");
-    box.replaceChildren(el("div", { class: "pane-head" }, data.files.length + " files under prefix " + data.prefix + (data.truncated ? " (first ones)" : "")));
+    // (files under keys that are no canonical path cannot be opened:
+    // they are counted, not listed)
+    const odd = data.odd ? "; " + data.odd + (data.odd === 1 ? " file" : " files") + " under keys that are no canonical path (another tool's) not listed" : "";
+    box.replaceChildren(el("div", { class: "pane-head" }, data.files.length + " files under prefix " + data.prefix + (data.truncated ? " (first ones)" : "") + odd));
     const t = el("table", {});
     for (const f of data.files) {
       t.append(el("tr", {}, el("td", {}, el("a", { "data-path": f.path, onclick: (ev) => { ev.preventDefault(); openFile(f.path); } }, f.path)),
