@@ -58,3 +58,19 @@ func TestBrowserCSPFormsWork(t *testing.T) {
 	p.run("submit a form past the script", `(() => { const f = document.createElement("form"); f.action = "/"; document.body.append(f); f.submit(); return true; })()`)
 	p.wait("both refused (a form submitted leaves the page: no violations then)", `window.violations.includes("form-action") && window.violations.includes("base-uri")`)
 }
+
+// TestStaticServesNoTemplate: /static/ serves the page's script and style
+// only. It served the page's raw template (at /static/ and
+// /static/index.html): a page with "{{.CSRF}}" for its CSRF token.
+func TestStaticServesNoTemplate(t *testing.T) {
+	h := newHarness(t, false)
+	for _, p := range []string{"/static/", "/static/index.html"} {
+		status, body := h.do("GET", p, "", nil)
+		assert.Equal(t, http.StatusNotFound, status, p)
+		assert.NotContains(t, body, "{{", p)
+	}
+	for _, p := range []string{"/static/app.js", "/static/app.css"} {
+		status, _ := h.do("GET", p, "", nil)
+		assert.Equal(t, http.StatusOK, status, p)
+	}
+}
