@@ -3,6 +3,7 @@ package topoctl
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -29,8 +30,10 @@ func newUICmd(stores *connector, out *printer) *cobra.Command {
 decoded, live updates, lock holders and election leaders, compare, and (with
 --writable) editing with a diff and compare-and-set. It prints the page's
 URL with a random access token; every request needs it. It listens on
-127.0.0.1 unless --listen says otherwise; another address needs
---tls-cert-file and --tls-key-file, or --insecure. --compare-with adds other
+127.0.0.1 unless --listen says otherwise; another address (localhost
+included, unless every address it resolves to is a loopback one) needs
+--tls-cert-file and --tls-key-file, or --insecure, which serves the page
+over plain http with a warning. --compare-with adds other
 stores to the compare view. Runs until interrupted.`,
 		Example: `  topoctl ui
   topoctl ui --writable --listen 127.0.0.1:8000
@@ -83,6 +86,15 @@ stores to the compare view. Runs until interrupted.`,
 			if err != nil {
 				return err
 			}
+			// The address bound is checked again: a host name (localhost)
+			// may resolve otherwise now than when it was checked.
+			if err := ui.CheckListen(ln.Addr().String(), useTLS, insecure); err != nil {
+				_ = ln.Close()
+				return usageError{err}
+			}
+			if !useTLS && !loopbackAddr(ln.Addr()) {
+				out.eprintf("%s", plainHTTPWarning(ln.Addr().String(), writable))
+			}
 			hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 			scheme := "http"
 			if useTLS {
@@ -112,12 +124,28 @@ stores to the compare view. Runs until interrupted.`,
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "host:port the page is served at (a non-loopback host needs TLS or --insecure)")
 	f.BoolVar(&writable, "writable", false, "allow editing, creating and deleting from the page")
-	f.BoolVar(&insecure, "insecure", false, "allow a non-loopback --listen without TLS")
+	f.BoolVar(&insecure, "insecure", false, "allow a non-loopback --listen without TLS (plain http: warned about)")
 	f.StringVar(&certFile, "tls-cert-file", "", "PEM certificate to serve the page over https")
 	f.StringVar(&keyFile, "tls-key-file", "", "PEM key of --tls-cert-file")
 	f.StringArrayVar(&compareWith, "compare-with", nil, "another store IMPL:ADDR:ROOT the compare view can diff against, read only (repeatable)")
 	f.StringVar(&protoset, "protoset", "", "FileDescriptorSet whose messages decode records (default: $"+envProtoset+", else the types built in)")
 	return cmd
+}
+
+// loopbackAddr reports whether the listener address a is a loopback one.
+func loopbackAddr(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
+// plainHTTPWarning is the warning of a page served over plain http off
+// the loopback (--insecure) at addr.
+func plainHTTPWarning(addr string, writable bool) string {
+	what := "read every file of the store"
+	if writable {
+		what = "read, change and delete every file of the store (--writable)"
+	}
+	return fmt.Sprintf("warning: --insecure: the page is served over plain http off the loopback, at %s: its access token and every value it shows cross the network unencrypted, and anyone who can see that traffic can take the token and %s; serve it over https (--tls-cert-file, --tls-key-file) or on 127.0.0.1\n", addr, what)
 }
 
 // pageHost is the host:port of the page's URL for the listener address

@@ -34,11 +34,18 @@ func TestUIRefusesPlainNonLoopback(t *testing.T) {
 // interrupts it and returns its exit code; url is the URL it printed.
 func startUI(t *testing.T, args ...string) (url string, stop func() int) {
 	t.Helper()
+	return startUIErr(t, io.Discard, args...)
+}
+
+// startUIErr is startUI writing topoctl's stderr to stderr (which may be
+// read once stop returned).
+func startUIErr(t *testing.T, stderr io.Writer, args ...string) (url string, stop func() int) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	r, w := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		done <- topoctl.Main(ctx, args, nil, w, io.Discard)
+		done <- topoctl.Main(ctx, args, nil, w, stderr)
 		w.Close()
 	}()
 	line, err := bufio.NewReader(r).ReadString('\n')
@@ -53,6 +60,23 @@ func startUI(t *testing.T, args ...string) (url string, stop func() int) {
 		go func() { _, _ = io.Copy(io.Discard, r) }()
 		return <-done
 	}
+}
+
+// TestUIWarnsPlainOffLoopback: --insecure off the loopback serves the
+// page over plain http with a warning on stderr saying so; on the
+// loopback it says nothing. It served with no warning at all.
+func TestUIWarnsPlainOffLoopback(t *testing.T) {
+	var stderr bytes.Buffer
+	url, stop := startUIErr(t, &stderr, "-i", "memory", "-a", "ui-plain", "ui", "--listen", "0.0.0.0:0", "--insecure", "--writable")
+	assert.True(t, strings.HasPrefix(url, "http://"), url)
+	assert.Equal(t, 0, stop())
+	assert.Contains(t, stderr.String(), "warning: --insecure: the page is served over plain http off the loopback")
+	assert.Contains(t, stderr.String(), "change and delete")
+
+	stderr.Reset()
+	_, stop = startUIErr(t, &stderr, "-i", "memory", "-a", "ui-plain-lo", "ui", "--listen", "127.0.0.1:0", "--insecure")
+	assert.Equal(t, 0, stop())
+	assert.NotContains(t, stderr.String(), "warning")
 }
 
 func TestUIServesUntilInterrupted(t *testing.T) {

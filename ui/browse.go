@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"net/http"
@@ -242,7 +243,9 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 }
 
 // search answers the files whose path starts with a prefix: GET
-// /api/search?prefix=P (at most maxSearch, then "truncated").
+// /api/search?prefix=P (at most maxSearch, then "truncated"). Files under
+// keys that are no canonical path (another tool's "a//b", "t/"), which
+// GET /api/file refuses, are not listed: "odd" counts them.
 func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	p, err := topo.CleanPrefix(r.URL.Query().Get("prefix"))
 	if err != nil {
@@ -257,14 +260,19 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := []entryJSON{}
+	odd, truncated := 0, false
 	for _, kv := range kvs {
-		if len(out) == maxSearch {
-			break
+		switch {
+		case !tree.CanonicalFile(kv.Path):
+			odd++
+		case len(out) == maxSearch:
+			truncated = true
+		default:
+			n := len(kv.Value)
+			out = append(out, entryJSON{Name: kv.Path, Path: "/" + kv.Path, File: true, Version: versionString(kv.Version), Size: &n})
 		}
-		n := len(kv.Value)
-		out = append(out, entryJSON{Name: kv.Path, Path: "/" + kv.Path, File: true, Version: versionString(kv.Version), Size: &n})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"prefix": "/" + p, "files": out, "truncated": len(kvs) > maxSearch})
+	writeJSON(w, http.StatusOK, map[string]any{"prefix": "/" + p, "files": out, "truncated": truncated, "odd": odd})
 }
 
 func versionString(v topo.Version) string {
@@ -275,8 +283,9 @@ func versionString(v topo.Version) string {
 }
 
 // count answers how many files a recursive delete of a directory would
-// remove: GET /api/count?path=DIR. "listing" names which files they are
-// (listingOf), for the delete to remove only those.
+// remove: GET /api/count?path=DIR. "listing" names which files they are,
+// at which versions and holding what (listingOf), for the delete to remove
+// only those, unchanged.
 func (s *Server) count(w http.ResponseWriter, r *http.Request) {
 	p, l, ok := s.deletable(w, r, r.URL.Query().Get("path"))
 	if !ok {
@@ -285,13 +294,23 @@ func (s *Server) count(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"path": "/" + p, "files": len(l.Files), "skipped": len(l.Reserved) + len(l.Odd), "listing": listingOf(l.Files)})
 }
 
-// listingOf is a digest of the paths of files (hex SHA-256): equal for
-// two listings of the same files, whatever their values.
+// listingOf is a digest of files (hex SHA-256) over each one's path,
+// version and value: equal for two listings of the same files at the same
+// versions holding the same bytes. The value counts too because ZooKeeper
+// numbers the versions of a file deleted and created again from 0: another
+// writer's file at a version listed is not the file listed.
 func listingOf(files []topo.KVInfo) string {
 	h := sha256.New()
+	field := func(b []byte) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
 	for _, f := range files {
-		h.Write([]byte(f.Path))
-		h.Write([]byte{0}) // (no path holds NUL)
+		field([]byte(f.Path))
+		field([]byte(versionString(f.Version)))
+		field(f.Value)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

@@ -25,7 +25,8 @@
 // Request bodies are bounded (Options.MaxBody), and every path is checked
 // with the library's rules (topo.CleanFilePath, CleanDirPath, CleanPrefix)
 // before the store sees it. CheckListen refuses a non-loopback listen
-// address unless TLS or an explicit insecure choice is made.
+// address (localhost included when it resolves to any other address)
+// unless TLS or an explicit insecure choice is made.
 //
 // The package holds no command-line code: topoctl's "ui" command and any
 // Go program hand New a topo.Conn. It uses only the Conn contract and the

@@ -222,20 +222,26 @@ type deleteTreeRequest struct {
 	// /api/count); the delete is refused when the subtree holds another
 	// number now.
 	Count int `json:"count"`
-	// Listing, when set, is the "listing" of the same answer: the delete
-	// is also refused when the subtree holds other files now, as many
-	// (one deleted and another created since), so that it removes only
-	// files the user confirmed.
-	Listing string `json:"listing,omitempty"`
+	// Listing is the "listing" of the same answer (required): the delete
+	// is refused unless the subtree holds the very files listed, each at
+	// the version and with the value listed, so that it removes only
+	// files the user confirmed, as they were confirmed: neither a file
+	// created since nor another writer's later write to a file listed.
+	Listing string `json:"listing"`
 }
 
 // deleteTree deletes every file at or under a directory: POST
-// /api/delete-tree. It answers 409 with the current count, deleting
-// nothing, when the count differs from the one confirmed, or the files
-// from the listing confirmed (when given). The answer
-// says how many files it deleted ("deleted") and how many it could not
-// ("skipped": at reserved paths, or under keys that are no canonical
-// path; GET /api/count tells them beforehand).
+// /api/delete-tree. It answers 400, deleting nothing, without the listing
+// confirmed (a request with a count only cannot say which files, at which
+// versions, the user confirmed), and 409 with the current count, deleting
+// nothing, when the subtree holds other files than that listing: another
+// number, other paths, or a file listed at another version or value.
+// Each file is then deleted at the version listed: a file another writer
+// changes while the delete runs is kept, and the delete stops there with
+// 409 ("deleted" says how many files it had deleted: each one confirmed
+// and unchanged). The answer says how many files it deleted ("deleted")
+// and how many it could not ("skipped": at reserved paths, or under keys
+// that are no canonical path; GET /api/count tells them beforehand).
 func (s *Server) deleteTree(w http.ResponseWriter, r *http.Request) {
 	var req deleteTreeRequest
 	if err := decodeBody(r, &req); err != nil {
@@ -246,13 +252,22 @@ func (s *Server) deleteTree(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if len(l.Files) != req.Count || req.Listing != "" && req.Listing != listingOf(l.Files) {
-		writeJSON(w, http.StatusConflict, map[string]any{"error": "the subtree changed since it was counted: it holds " + strconv.Itoa(len(l.Files)) + " files now, confirm again", "code": "Conflict", "files": len(l.Files)})
+	if req.Listing == "" {
+		s.fail(w, r, badRequest("no listing: send the count and the listing GET /api/count answered, so that only the files confirmed, unchanged, are deleted"))
+		return
+	}
+	if len(l.Files) != req.Count || req.Listing != listingOf(l.Files) {
+		writeJSON(w, http.StatusConflict, map[string]any{"error": "the subtree changed since it was counted (" + strconv.Itoa(len(l.Files)) + " files now, or files written since): confirm again", "code": "Conflict", "files": len(l.Files)})
 		return
 	}
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
-	n, err := copy.DeleteTree(ctx, s.opts.Files, l.Files, copy.ExecOptions{Parallel: 8, Batch: 64})
+	n, err := copy.DeleteTree(ctx, s.opts.Files, l.Files, copy.ExecOptions{Parallel: 8, Batch: 64, AtListedVersion: true})
+	var de *copy.DeleteError
+	if errors.As(err, &de) && topo.IsErrType(de.Err, topo.BadVersion) {
+		writeJSON(w, http.StatusConflict, map[string]any{"error": "another writer changed a file while the subtree was deleted: " + de.Err.Error() + "; it is kept, and the delete stopped after deleting " + strconv.Itoa(n) + " of " + strconv.Itoa(len(l.Files)) + " files", "code": "Conflict", "deleted": n})
+		return
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

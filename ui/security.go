@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // CookieName begins the name of the cookie that carries the access token
@@ -103,24 +105,60 @@ func (s *Server) writing(h http.HandlerFunc) http.HandlerFunc {
 // without TLS or an explicit insecure choice.
 var ErrInsecureListen = errors.New("ui: a non-loopback listen address needs TLS (certificate and key) or an explicit --insecure")
 
-// CheckListen checks a listen address ("host:port"): a loopback host
-// (127.0.0.0/8, ::1, localhost) is always accepted; any other host,
-// including an empty one (every interface), only when tls or insecure is
-// set. It returns ErrInsecureListen (wrapped, naming addr) or the error of
-// a malformed addr.
+// resolveTimeout bounds CheckListen's lookup of localhost.
+const resolveTimeout = 5 * time.Second
+
+// lookupFunc resolves a host name (net.Resolver.LookupIPAddr).
+type lookupFunc func(ctx context.Context, host string) ([]net.IPAddr, error)
+
+// CheckListen checks a listen address ("host:port"): a loopback host is
+// always accepted, that is a loopback IP (127.0.0.0/8, ::1) or
+// "localhost" (any case) when every address it resolves to (with
+// net.DefaultResolver, bounded by 5 s) is a loopback one; any other host,
+// including an empty one (every interface), a localhost that resolves to
+// another address (as /etc/hosts or DNS may say) and one whose lookup
+// fails, only when tls or insecure is set. It returns ErrInsecureListen
+// (wrapped, naming addr and, for localhost, what it resolves to) or the
+// error of a malformed addr. It is safe for concurrent use.
 func CheckListen(addr string, tls, insecure bool) error {
+	return checkListen(addr, tls, insecure, net.DefaultResolver.LookupIPAddr)
+}
+
+func checkListen(addr string, tls, insecure bool, lookup lookupFunc) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("ui: listen address %q: %w", addr, err)
 	}
-	if host == "localhost" {
-		return nil
-	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
+	}
+	why := ""
+	if strings.EqualFold(host, "localhost") {
+		ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
+		defer cancel()
+		ips, err := lookup(ctx, host)
+		if err == nil && len(ips) > 0 && allLoopback(ips) {
+			return nil
+		}
+		switch {
+		case err != nil:
+			why = fmt.Sprintf(": %s cannot be resolved: %v", host, err)
+		default:
+			why = fmt.Sprintf(": %s resolves to %v, not only to loopback addresses", host, ips)
+		}
 	}
 	if tls || insecure {
 		return nil
 	}
-	return fmt.Errorf("%w (%s)", ErrInsecureListen, addr)
+	return fmt.Errorf("%w (%s%s)", ErrInsecureListen, addr, why)
+}
+
+// allLoopback reports whether every address of ips is a loopback one.
+func allLoopback(ips []net.IPAddr) bool {
+	for _, ip := range ips {
+		if !ip.IP.IsLoopback() {
+			return false
+		}
+	}
+	return true
 }

@@ -164,7 +164,11 @@ func randomToken() (string, error) {
 
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /{$}", s.index)
-	s.mux.Handle("GET /static/", s.files)
+	// Only the page's script and style: the page itself is served at /
+	// (its template, rendered); /static/ and /static/index.html served
+	// the raw template, a page that cannot work.
+	s.mux.Handle("GET /static/app.js", s.files)
+	s.mux.Handle("GET /static/app.css", s.files)
 	s.mux.HandleFunc("GET /api/info", s.info)
 	s.mux.HandleFunc("GET /api/cache", s.cacheState)
 	s.mux.HandleFunc("GET /api/dir", s.dir)
@@ -183,7 +187,7 @@ func (s *Server) routes() {
 // ServeHTTP checks the access token, then serves the page or the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
-	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-store")

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -33,7 +35,12 @@ type harness struct {
 func newHarness(t *testing.T, writable bool, mod ...func(*ui.Options)) *harness {
 	t.Helper()
 	store := memtest.New(t, memtest.Options{})
-	conn := store.Server.GlobalCell()
+	return newHarnessOn(t, store.Server.GlobalCell(), writable, mod...)
+}
+
+// newHarnessOn is newHarness over conn (a real server's, say).
+func newHarnessOn(t *testing.T, conn topo.Conn, writable bool, mod ...func(*ui.Options)) *harness {
+	t.Helper()
 	opts := ui.Options{Conn: conn, Name: "memory", Writable: writable, Coalesce: 10 * time.Millisecond}
 	for _, m := range mod {
 		m(&opts)
@@ -461,14 +468,15 @@ func TestDeleteTreeConfirmsCount(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	assert.EqualValues(t, 2, decodeJSON(t, body)["files"])
 	// A stale count deletes nothing.
+	listing := h.listing("/d")
 	h.put("d/new", "3")
-	status, body = h.write("POST", "/api/delete-tree", `{"path":"/d","count":2}`)
+	status, body = h.write("POST", "/api/delete-tree", `{"path":"/d","count":2,"listing":"`+listing+`"}`)
 	require.Equal(t, http.StatusConflict, status, body)
 	assert.EqualValues(t, 3, decodeJSON(t, body)["files"])
 	kvs, err := h.conn.List(context.Background(), "d/")
 	require.NoError(t, err)
 	assert.Len(t, kvs, 3)
-	status, body = h.write("POST", "/api/delete-tree", `{"path":"/d","count":3}`)
+	status, body = h.write("POST", "/api/delete-tree", `{"path":"/d","count":3,"listing":"`+h.listing("/d")+`"}`)
 	require.Equal(t, http.StatusOK, status, body)
 	assert.EqualValues(t, 3, decodeJSON(t, body)["deleted"])
 	_, err = h.conn.List(context.Background(), "d/")
@@ -619,6 +627,42 @@ func TestCheckListen(t *testing.T) {
 		assert.NoError(t, ui.CheckListen(a, false, true), a)
 	}
 	assert.Error(t, ui.CheckListen("nope", false, false))
+}
+
+// TestCheckListenResolvesLocalhost: "localhost" is a loopback host only
+// when every address it resolves to is a loopback one. It was accepted
+// unresolved, so a localhost that /etc/hosts or DNS points at another
+// address served the page there, off the loopback, without TLS and
+// without --insecure.
+func TestCheckListenResolvesLocalhost(t *testing.T) {
+	resolving := func(ips ...string) func(context.Context, string) ([]net.IPAddr, error) {
+		return func(_ context.Context, host string) ([]net.IPAddr, error) {
+			if !strings.EqualFold(host, "localhost") {
+				return nil, errors.New("unexpected lookup of " + host)
+			}
+			if len(ips) == 0 {
+				return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+			}
+			var out []net.IPAddr
+			for _, ip := range ips {
+				out = append(out, net.IPAddr{IP: net.ParseIP(ip)})
+			}
+			return out, nil
+		}
+	}
+	for _, ips := range [][]string{{"127.0.0.1"}, {"127.0.0.1", "::1"}} {
+		assert.NoError(t, ui.CheckListenResolving("localhost:8080", false, false, resolving(ips...)), ips)
+		assert.NoError(t, ui.CheckListenResolving("LocalHost:8080", false, false, resolving(ips...)), ips)
+	}
+	for _, ips := range [][]string{{"10.0.0.1"}, {"127.0.0.1", "192.168.1.5"}, {"0.0.0.0"}, nil} {
+		err := ui.CheckListenResolving("localhost:8080", false, false, resolving(ips...))
+		assert.ErrorIs(t, err, ui.ErrInsecureListen, ips)
+		assert.ErrorContains(t, err, "localhost", ips)
+		assert.NoError(t, ui.CheckListenResolving("localhost:8080", true, false, resolving(ips...)), ips)
+		assert.NoError(t, ui.CheckListenResolving("localhost:8080", false, true, resolving(ips...)), ips)
+	}
+	// An IP is never looked up.
+	assert.NoError(t, ui.CheckListenResolving("127.0.0.1:1", false, false, resolving()))
 }
 
 func TestNewRefusesNoConn(t *testing.T) {

@@ -31,7 +31,9 @@ func (e *DeleteError) Error() string {
 func (e *DeleteError) Unwrap() error { return e.Err }
 
 // DeleteTree deletes files (as tree.List returns them) from conn, whatever
-// their version, opts.Parallel requests at a time and opts.Batch deletes
+// their version (only at the version listed, KVInfo.Version, with
+// opts.AtListedVersion: a file changed since is BadVersion, which stops
+// the run as any failed delete does), opts.Parallel requests at a time and opts.Batch deletes
 // to a transaction (a refused batch is deleted one file at a time; a file
 // already gone counts as done, not deleted; a file with files below it is
 // deleted after those of them that are in files). It returns how many files it
@@ -49,9 +51,17 @@ func DeleteTree(ctx context.Context, conn topo.Conn, files []topo.KVInfo, opts E
 		defer mu.Unlock()
 		return firstErr != nil || ctx.Err() != nil
 	}
-	one := func(p string) {
+	// at is the version a delete of f is conditional on (nil: none).
+	at := func(f *topo.KVInfo) topo.Version {
+		if opts.AtListedVersion {
+			return f.Version
+		}
+		return nil
+	}
+	one := func(f *topo.KVInfo) {
+		p := f.Path
 		wctx, cancel := opts.writeCtx(ctx)
-		err := conn.Delete(wctx, p, nil)
+		err := conn.Delete(wctx, p, at(f))
 		cancel()
 		mu.Lock()
 		defer mu.Unlock()
@@ -69,12 +79,12 @@ func DeleteTree(ctx context.Context, conn topo.Conn, files []topo.KVInfo, opts E
 	// it is refused.
 	batch := func(b []Op) {
 		if len(b) == 1 {
-			one(b[0].Path)
+			one(b[0].Old)
 			return
 		}
 		txops := make([]topo.TxnOp, len(b))
 		for i, w := range b {
-			txops[i] = topo.DeleteOp(w.Path, nil)
+			txops[i] = topo.DeleteOp(w.Path, at(w.Old))
 		}
 		wctx, cancel := opts.writeCtx(ctx)
 		_, err := conn.Txn(wctx, txops...)
@@ -94,13 +104,14 @@ func DeleteTree(ctx context.Context, conn topo.Conn, files []topo.KVInfo, opts E
 			}
 			mu.Unlock()
 		default:
-			// Refused (a file already gone, or no transactions):
+			// Refused (a file already gone or, with
+			// AtListedVersion, changed; or no transactions):
 			// nothing was deleted; one by one instead.
 			for _, w := range b {
 				if stopped() {
 					return
 				}
-				one(w.Path)
+				one(w.Old)
 			}
 		}
 	}
@@ -113,7 +124,7 @@ func DeleteTree(ctx context.Context, conn topo.Conn, files []topo.KVInfo, opts E
 	for _, ph := range phases(len(files), func(i int) string { return files[i].Path }, func(int) bool { return true }) {
 		ops := make([]Op, len(ph))
 		for j, i := range ph {
-			ops[j] = Op{Kind: Delete, Path: files[i].Path}
+			ops[j] = Op{Kind: Delete, Path: files[i].Path, Old: &files[i]}
 		}
 		run(ops)
 	}

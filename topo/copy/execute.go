@@ -52,6 +52,12 @@ type ExecOptions struct {
 	Interrupted func(inFlight int)
 	// Log receives what the run does (nil: nothing is logged).
 	Log *slog.Logger
+	// AtListedVersion makes DeleteTree delete each file only at the
+	// version it was listed with (its KVInfo.Version; a nil Version
+	// deletes whatever the version): a file another writer changed since
+	// it was listed is kept, and its BadVersion stops the run. Execute
+	// ignores it: its writes are always conditional.
+	AtListedVersion bool
 }
 
 func (o ExecOptions) log() *slog.Logger {

@@ -427,3 +427,35 @@ func TestRealRevertLeavesRecreatedFile(t *testing.T) {
 		})
 	}
 }
+
+// TestRealDeleteTreeAtListedVersion: with AtListedVersion, DeleteTree
+// keeps a file another writer rewrote after the listing, and stops with
+// its BadVersion; a file deleted by another writer since counts as done.
+// Batches of 1 run Deletes, 3 one transaction, refused, then Deletes.
+func TestRealDeleteTreeAtListedVersion(t *testing.T) {
+	for _, be := range realBackends(t) {
+		t.Run(be.name, func(t *testing.T) {
+			for _, batch := range []int{1, 3} {
+				t.Run(fmt.Sprint("batch", batch), func(t *testing.T) {
+					dst := be.open(t)
+					put(t, dst, "d/a", "1", "d/b", "2", "d/c", "3")
+					listed := mustList(t, dst, "d")
+					_, err := dst.Update(t.Context(), "d/b", []byte("theirs"), nil)
+					require.NoError(t, err)
+					_, err = copy.DeleteTree(t.Context(), dst, listed, copy.ExecOptions{Batch: batch, Parallel: 1, AtListedVersion: true})
+					var de *copy.DeleteError
+					require.ErrorAs(t, err, &de)
+					require.True(t, topo.IsErrType(err, topo.BadVersion), "%v", err)
+					assert.Equal(t, "theirs", files2(t, dst)["d/b"], "a write made after the listing was deleted")
+
+					listed = mustList(t, dst, "d")
+					require.NoError(t, dst.Delete(t.Context(), "d/b", nil))
+					n, err := copy.DeleteTree(t.Context(), dst, listed, copy.ExecOptions{Batch: batch, AtListedVersion: true})
+					require.NoError(t, err)
+					assert.Equal(t, len(listed)-1, n)
+					assert.Empty(t, files2(t, dst))
+				})
+			}
+		})
+	}
+}

@@ -353,7 +353,10 @@ async function search(prefix) {
     const data = await api("GET", "/api/search?" + q({ prefix }));
     if (!state.list.drawOpen(seq, "?" + data.prefix)) return;
     const box = $("#search-results");
-    box.replaceChildren(el("div", { class: "pane-head" }, data.files.length + " files under prefix " + data.prefix + (data.truncated ? " (first ones)" : "")));
+    // (files under keys that are no canonical path cannot be opened:
+    // they are counted, not listed)
+    const odd = data.odd ? "; " + data.odd + (data.odd === 1 ? " file" : " files") + " under keys that are no canonical path (another tool's) not listed" : "";
+    box.replaceChildren(el("div", { class: "pane-head" }, data.files.length + " files under prefix " + data.prefix + (data.truncated ? " (first ones)" : "") + odd));
     const t = el("table", {});
     for (const f of data.files) {
       t.append(el("tr", {}, el("td", {}, el("a", { "data-path": f.path, onclick: (ev) => { ev.preventDefault(); openFile(f.path); } }, f.path)),
@@ -527,10 +530,13 @@ function drawFile(f, keepEditor) {
 }
 
 // ---- editing ----
+// currentAs is the value of f as the editor shows it in format. A value
+// that is not text has no text form: it says so (in a diff or a
+// conflict's value), never "" (which read as an empty file).
 function currentAs(f, format) {
   if (format === "json") return f.decoded || "";
   if (format === "hex") return f.hex;
-  return f.text != null ? f.text : "";
+  return f.text != null ? f.text : "(not text: " + f.size + " bytes, shown in Hex)";
 }
 
 // textEditable reports whether the editor can hold f's value as text
@@ -542,10 +548,12 @@ function textEditable(f) {
 }
 
 // setBase makes f the value the editor edits on; the text format is not
-// offered for a text holding a carriage return (textEditable).
+// offered for a value it cannot hold unchanged (textEditable): one that
+// is not text (the editor opened empty in it, and a save wrote the text
+// over bytes never shown), or a text holding a carriage return.
 function setBase(f) {
   state.base = f;
-  $("#format option[value=text]").disabled = f.text != null && !textEditable(f);
+  $("#format option[value=text]").disabled = !textEditable(f);
 }
 
 function openEditor(fromFile) {
