@@ -409,7 +409,10 @@ func (e *TopoElection) Resign(ctx context.Context) error {
 }
 
 // Close implements Election: it resigns like Resign and marks the Election
-// closed, so that later calls return Closed. The removal of the entry from
+// closed, so that later calls that campaign or act as master (Await,
+// WithMastership, Resign, Term, Proclaim) return Closed; the observer calls
+// (Leader, LeaderInfo, WatchLeader, Observe) keep answering, since they
+// hold nothing in the store. The removal of the entry from
 // the store runs even when ctx has already ended; Close waits for it until
 // ctx ends, or, when ctx had already ended on entry, for up to
 // DefaultCloseGrace, and then returns Interrupted or Timeout. It returns

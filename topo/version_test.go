@@ -10,10 +10,6 @@ import (
 	"github.com/topokit/topokit/topo"
 )
 
-type otherVersion string
-
-func (v otherVersion) String() string { return string(v) }
-
 func TestNumericVersionString(t *testing.T) {
 	require.Equal(t, "0", topo.NumericVersion(0).String())
 	require.Equal(t, "42", topo.NumericVersion(42).String())

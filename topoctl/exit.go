@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/topokit/topokit/topo"
@@ -42,6 +43,17 @@ func (e usageError) Unwrap() error { return e.err }
 
 func usagef(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
+}
+
+// stdinError is the error of a failed read of standard input: a usage
+// error when it is a directory (as --file of a directory is), else a
+// failure.
+func stdinError(err error) error {
+	err = fmt.Errorf("reading standard input: %w", err)
+	if errors.Is(err, syscall.EISDIR) {
+		return usageError{err}
+	}
+	return err
 }
 
 // exitError ends topoctl with a given exit code. A nil err prints nothing

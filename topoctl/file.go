@@ -311,7 +311,7 @@ prints the new version.`,
 			var value []byte
 			readStdin := func() error {
 				if value, err = goio.ReadAll(goio.LimitReader(in.stdin, topo.MaxValueSize+1)); err != nil {
-					return fmt.Errorf("reading standard input: %w", err)
+					return stdinError(err)
 				}
 				if len(value) > topo.MaxValueSize {
 					// Only MaxValueSize+1 bytes were read: the real size

@@ -169,7 +169,8 @@ func writeFiles(t *testing.T, files map[string]string) string {
 func TestHelpOfUnknownTopic(t *testing.T) {
 	t.Parallel()
 	tg := target{noFlags: true}
-	tg.fails(t, 2, []string{`unknown help topic "bogus"`}, "help", "bogus")
+	r := tg.fails(t, 2, []string{`unknown help topic "bogus"`, "topoctl --help"}, "help", "bogus")
+	assert.NotContains(t, r.stderr, "help --help")
 	tg.fails(t, 2, []string{`unknown help topic "cell bogus"`}, "help", "cell", "bogus")
 	assert.Contains(t, tg.ok(t, "help", "get"), "Print the value stored at FILE")
 	assert.Contains(t, tg.ok(t, "help", "cell", "ls"), "Usage:")

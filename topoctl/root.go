@@ -5,6 +5,7 @@ package topoctl
 // run many command trees in one process, in parallel.
 
 import (
+	"fmt"
 	goio "io"
 	"log/slog"
 	"os"
@@ -201,7 +202,8 @@ without a command end with 0 on Ctrl-C, their normal way to stop (a serve
 			show := cc.Run
 			cc.RunE = func(c *cobra.Command, args []string) error {
 				if found, rest, err := root.Find(args); len(args) > 0 && (err != nil || found == root || len(rest) > 0) {
-					return usagef("unknown help topic %q", strings.Join(args, " "))
+					// Not usagef: its hint would name "help --help".
+					return exitError{code: ExitUsage, err: fmt.Errorf("unknown help topic %q; 'topoctl --help' lists the commands", strings.Join(args, " "))}
 				}
 				show(c, args)
 				return nil

@@ -95,7 +95,7 @@ Unavailable means the outcome is unknown: the store may have applied it.`,
 				return usagef("txn reads the transaction from FILE or standard input: give a FILE, \"-\", or a pipe")
 			default:
 				if text, err = goio.ReadAll(goio.LimitReader(in.stdin, maxTxnInput+1)); err != nil {
-					return fmt.Errorf("reading standard input: %w", err)
+					return stdinError(err)
 				}
 			}
 			if len(text) > maxTxnInput {

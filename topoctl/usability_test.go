@@ -132,6 +132,25 @@ func TestPutStdin(t *testing.T) {
 	assert.Contains(t, r.stderr, "put a -")
 }
 
+// A directory as standard input is a usage error (exit 2) for put and
+// txn, as a directory given to --file is; nothing is written.
+func TestStdinDirectoryIsUsageError(t *testing.T) {
+	t.Parallel()
+	tg := target{impl: "memory", addr: t.Name(), root: "/"}
+	for _, args := range [][]string{{"put", "a"}, {"put", "a", "-"}, {"txn"}, {"txn", "-"}} {
+		dir, err := os.Open(t.TempDir())
+		require.NoError(t, err)
+		var out, errb syncBuffer
+		code := runMain(t.Context(), tg.argv(args), streams{Stdin: dir, Stdout: &out, Stderr: &errb})
+		require.NoError(t, dir.Close())
+		assert.Equal(t, ExitUsage, code, "%v: %s", args, errb.String())
+		assert.Contains(t, errb.String(), "is a directory", args)
+	}
+	r := tg.run(t, "", "ls", "/")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Empty(t, r.stdout)
+}
+
 // put --file and txn FILE read no more of a file than they can take, so an
 // endless one (/dev/zero) fails at once: put with InvalidArgument, txn
 // with a usage error. Both used to read it until memory ran out.

@@ -470,8 +470,6 @@ func drainAfter[T any](cancel context.CancelFunc, ch <-chan T) {
 	}
 }
 
-func cancelNothing() {}
-
 // isStoreErr reports whether a watch ended by err may resume by watching
 // again (the store failed or could not be reached), rather than by a
 // refusal that a retry would meet again.

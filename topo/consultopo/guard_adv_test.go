@@ -91,7 +91,7 @@ func TestGuardedRequestsOnlyAtReservedPlaces(t *testing.T) {
 			v, err := q.Create(ctx, p, []byte("0"))
 			require.NoError(t, err)
 			require.Equal(t, []string{"PUT /v1/txn"}, rec.take(), "Create")
-			v, err = q.Update(ctx, p, []byte("1"), v)
+			_, err = q.Update(ctx, p, []byte("1"), v)
 			require.NoError(t, err)
 			require.Equal(t, txn, rec.take(), "Update with version")
 			_, err = q.Update(ctx, p, []byte("2"), nil)

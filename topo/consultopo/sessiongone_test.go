@@ -496,7 +496,6 @@ func TestEnqueueWithTTLOnDestroyedSharedSession(t *testing.T) {
 // once it has its answer or error.
 type holdRequest struct {
 	match            func(*http.Request) bool
-	once             sync.Once
 	held, release    chan struct{}
 	done             chan struct{}
 	mu               sync.Mutex

@@ -147,11 +147,9 @@ func TestWatchSurvivesCompaction(t *testing.T) {
 
 	cl.StopMember(0)
 	raw := rawClient(t, cl.Addr(1)+","+cl.Addr(2))
-	var rev int64
 	for i := 1; i <= 5; i++ {
-		resp, err := raw.Put(ctx, root+"/w", fmt.Sprintf("v%d", i))
+		_, err := raw.Put(ctx, root+"/w", fmt.Sprintf("v%d", i))
 		require.NoError(t, err)
-		rev = resp.Header.Revision
 	}
 	_, err = raw.Delete(ctx, root+"/p/a")
 	require.NoError(t, err)
@@ -159,7 +157,7 @@ func TestWatchSurvivesCompaction(t *testing.T) {
 	require.NoError(t, err)
 	resp, err := raw.Put(ctx, root+"/p/c", "v1")
 	require.NoError(t, err)
-	rev = resp.Header.Revision
+	rev := resp.Header.Revision
 	_, err = raw.Compact(ctx, rev, clientv3.WithCompactPhysical())
 	require.NoError(t, err)
 	cl.RestartMember(0)

@@ -206,6 +206,7 @@ func TestTxnBadInput(t *testing.T) {
 	_, err = c.Txn(ctx, ops...)
 	require.ErrorIs(t, err, topo.InvalidArgument)
 	require.False(t, errors.As(err, new(*topo.TxnError)), "a size limit is no op's fault")
+	require.Equal(t, before, rootWrites(t, cli, c), "bad input was written")
 	// 128 go through.
 	_, err = c.Txn(ctx, ops[:DefaultMaxTxnOps]...)
 	require.NoError(t, err)
@@ -226,6 +227,7 @@ func TestTxnBadInput(t *testing.T) {
 	big := []byte(strings.Repeat("v", topo.MaxValueSize))
 	_, err = c.Txn(ctx, topo.UpdateOp("b1", big, nil), topo.UpdateOp("b2", big, nil), topo.UpdateOp("b3", big, nil))
 	require.ErrorIs(t, err, topo.InvalidArgument)
+	require.Equal(t, before, rootWrites(t, cli, c), "bad input was written")
 	_, err = c.Txn(ctx, topo.UpdateOp("b1", big, nil), topo.UpdateOp("b2", big, nil))
 	require.NoError(t, err)
 	before = rootWrites(t, cli, c)

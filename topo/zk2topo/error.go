@@ -1,6 +1,7 @@
 package zk2topo
 
 import (
+	"context"
 	"errors"
 
 	"github.com/go-zookeeper/zk"
@@ -12,7 +13,7 @@ import (
 // convert maps a client error onto a *topo.Error for p with
 // backendkit.MapError and classify (nil stays nil).
 func (c *Conn) convert(err error, p string) error {
-	return backendkit.MapError(nil, err, p, false, c.classify)
+	return backendkit.MapError(context.Background(), err, p, false, c.classify)
 }
 
 // classify is the code of one client error. ZooKeeper refuses some

@@ -178,7 +178,6 @@ type treeWatch struct {
 	added  []string             // znodes scanned by the current handle call
 	events chan treeEvent
 	done   chan struct{} // closed when the watch ends: forwarders stop
-	err    error         // set when the watch must end
 }
 
 type treeNode struct {
