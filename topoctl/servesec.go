@@ -74,10 +74,32 @@ func scheme(tls bool) string {
 }
 
 // isLoopback reports whether host (of a listen address) is a loopback
-// address or "localhost"; an empty or unspecified host listens on every
-// interface and is not.
+// address, or "localhost" resolving to loopback addresses only; an empty
+// or unspecified host listens on every interface and is not.
 func isLoopback(host string) bool {
+	return isLoopbackVia(host, net.DefaultResolver.LookupIPAddr)
+}
+
+// localhostLookupTimeout bounds isLoopback's lookup of "localhost".
+const localhostLookupTimeout = 2 * time.Second
+
+// isLoopbackVia is isLoopback resolving "localhost" with lookup: a
+// localhost that a hosts file or resolver points elsewhere (or that does
+// not resolve) is not taken for the loopback, where etcd would listen on
+// what it resolves to.
+func isLoopbackVia(host string, lookup func(context.Context, string) ([]net.IPAddr, error)) bool {
 	if strings.EqualFold(host, "localhost") {
+		ctx, cancel := context.WithTimeout(context.Background(), localhostLookupTimeout)
+		defer cancel()
+		ips, err := lookup(ctx, host)
+		if err != nil || len(ips) == 0 {
+			return false
+		}
+		for _, ip := range ips {
+			if !ip.IP.IsLoopback() {
+				return false
+			}
+		}
 		return true
 	}
 	ip := net.ParseIP(host)
