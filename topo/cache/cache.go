@@ -114,12 +114,17 @@ func (c *Cache) State() State {
 // Close stops the store watch, ends every local watcher with Interrupted
 // and closes the wrapped Conn; later calls return Closed. With
 // Options.LeaveConnOpen the Conn stays open and later calls go to it, as
-// in Bypass mode. Idempotent.
+// in Bypass mode. State().Health is Closed from then on (Hooks.OnHealth
+// is called with it). Idempotent.
 func (c *Cache) Close() {
 	c.once.Do(func() {
 		c.cancel()
 		c.mu.Lock()
 		c.closed = true
+		c.health, c.since = Closed, time.Now()
+		if c.opts.Hooks.OnHealth != nil {
+			c.opts.Hooks.OnHealth(Closed, c.since)
+		}
 		c.dropPending()
 		c.endWatchers(topo.NewError(topo.Interrupted, c.prefix))
 		c.mu.Unlock()
@@ -153,7 +158,7 @@ func (c *Cache) serving() (ok, stale bool) {
 func (c *Cache) setHealth(err error) {
 	h := Healthy
 	switch {
-	case c.health == OverLimit:
+	case c.health == OverLimit || c.health == Closed:
 		return
 	case c.down:
 		h = Stale

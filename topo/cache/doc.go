@@ -50,7 +50,7 @@
 // cached reads are answered from memory, marked stale, for at most
 // Options.MaxStaleness after the outage began, and from the store (which
 // returns its error) afterwards. State reports Healthy, Resyncing, Stale
-// or OverLimit.
+// or OverLimit, and Closed once Close was called.
 //
 // Local watchers: Watch and WatchRecursive of paths under the prefix share
 // the one store watch. Each gets its initial value from memory and then

@@ -85,7 +85,7 @@ func (c *Cache) consume(ch <-chan *topo.WatchDataRecursive) error {
 
 // apply applies one event of the store watch. Call with c.mu held.
 func (c *Cache) apply(ev *topo.WatchDataRecursive) {
-	if c.health == OverLimit {
+	if c.health == OverLimit || c.closed {
 		return
 	}
 	c.confirmed = time.Now()
@@ -128,6 +128,9 @@ func (c *Cache) set(p string, e *entry) {
 // appeared or disappeared). Writes of this Cache that completed before the list was
 // asked for (seq) are in it, so their pending marks go. Call with c.mu held.
 func (c *Cache) relist(init []*topo.WatchDataRecursive, seq uint64) {
+	if c.closed {
+		return
+	}
 	if c.files == nil {
 		c.files = make(map[string]*entry, len(init))
 	}

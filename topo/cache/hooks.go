@@ -46,7 +46,7 @@ type Hooks struct {
 	// OnHealth is called when the Cache's health changes, with the new
 	// health and State.Since: when the current outage began while
 	// Resyncing or Stale (moving between the two keeps it), when the
-	// Cache became Healthy or OverLimit otherwise.
+	// Cache became Healthy, OverLimit or Closed otherwise.
 	OnHealth func(h Health, since time.Time)
 	// OnWatchers is called with the number of local watchers whenever it
 	// changes.

@@ -15,9 +15,13 @@ const (
 	// OverLimit: the subtree outgrew Options.MaxBytes; every call goes to
 	// the store.
 	OverLimit
+	// Closed: Close was called; memory answers nothing any more (see
+	// Cache.Close).
+	Closed
 )
 
-// String returns "healthy", "resyncing", "stale" or "over-limit".
+// String returns "healthy", "resyncing", "stale", "over-limit" or
+// "closed".
 func (h Health) String() string {
 	switch h {
 	case Resyncing:
@@ -26,13 +30,15 @@ func (h Health) String() string {
 		return "stale"
 	case OverLimit:
 		return "over-limit"
+	case Closed:
+		return "closed"
 	}
 	return "healthy"
 }
 
 // State is a snapshot of a Cache's condition.
 type State struct {
-	// Health is the current condition.
+	// Health is the current condition (Closed once Close was called).
 	Health Health
 	// Since is when Health last changed.
 	Since time.Time
