@@ -44,12 +44,14 @@ type Cache struct {
 	since     time.Time // when health last changed
 	confirmed time.Time
 	err       error
-	sync      syncFunc // the store watch's, if its Conn is a SyncWatcher
-	gen       uint64   // counts store watches started
-	received  uint64   // events received on the current store watch
-	rev       int64    // memory reflects every change up to this store revision (see Info.Revision)
-	broken    bool     // the watch ended and no relist succeeded since
-	down      bool     // the store was last seen failing (probe or pass-through)
+	sync      syncFunc           // the store watch's, if its Conn is a SyncWatcher
+	gen       uint64             // counts store watches started
+	received  uint64             // events received on the current store watch
+	rev       int64              // memory reflects every change up to this store revision (see Info.Revision)
+	broken    bool               // the watch ended and no relist succeeded since
+	down      bool               // the store was last seen failing (probe or pass-through), or is catching up
+	catching  bool               // the store answers again after an outage: the watch was ended for a relist (see catchUp)
+	endWatch  context.CancelFunc // ends the current store watch
 	closed    bool
 }
 
@@ -79,13 +81,13 @@ func New(conn topo.Conn, prefix string, opts Options) (*Cache, error) {
 	c := &Cache{conn: conn, prefix: p, opts: opts, log: opts.Logger.With("cache", p), ctx: ctx, cancel: cancel,
 		pending: map[string]*pending{}, watchers: map[*watcher]struct{}{}, changed: make(chan struct{}),
 		since: now}
-	init, ch, sync, err := c.watch()
+	init, ch, sync, end, err := c.watch()
 	if err != nil {
 		cancel()
 		return nil, err
 	}
 	c.mu.Lock()
-	c.sync = sync
+	c.sync, c.endWatch = sync, end
 	c.relist(init, 0)
 	c.mu.Unlock()
 	c.loops.Add(1)
@@ -213,10 +215,36 @@ func (c *Cache) noteStore(err error) {
 	defer c.mu.Unlock()
 	if !down {
 		c.confirmed = time.Now()
+		if c.down && c.catchUp() {
+			return
+		}
 		err = nil // an answer is no reason to leave Healthy: State().Err keeps the failure's
 	}
 	c.down = down
 	c.setHealth(err)
+}
+
+// catchUp is called when the store is seen answering again (a probe, a
+// call passed through, an event of the store watch) while the Cache is
+// down. Memory may lag the store then: the watch resumed by the backend
+// may still be on its way through what changed during the outage (and
+// reads past MaxStaleness were answered by the store, newer than
+// memory). So instead of turning Healthy, the Cache ends its store watch
+// and lists the prefix again (see run); it stays Stale until that relist,
+// which reads the store after the outage, has been applied. catchUp
+// reports whether it did so (or already had); false when no relist is
+// needed for it: the watch already ended (the relist under way will
+// read the store), or the Cache no longer watches. Call with c.mu held.
+func (c *Cache) catchUp() bool {
+	if c.broken || c.closed || c.health == OverLimit {
+		return false
+	}
+	if !c.catching {
+		c.catching = true
+		c.log.Info("topo cache: the store answers again, listing the prefix to catch up")
+		c.endWatch()
+	}
+	return true
 }
 
 // hook reports a read's outcome.

@@ -19,10 +19,14 @@ func (c *Cache) run(ch <-chan *topo.WatchDataRecursive) {
 		if c.ctx.Err() != nil {
 			return
 		}
-		c.log.Warn("topo cache watch ended, listing again", "err", err)
 		c.mu.Lock()
+		c.endWatch()           // releases the ended watch's context
+		catching := c.catching // ended by catchUp: the Cache stays Stale, with the outage's error
 		c.broken = true
-		c.setHealth(err)
+		if !catching {
+			c.log.Warn("topo cache watch ended, listing again", "err", err)
+			c.setHealth(err)
+		}
 		c.mu.Unlock()
 		if c.opts.Hooks.OnResync != nil {
 			c.opts.Hooks.OnResync(err)
@@ -42,10 +46,10 @@ func (c *Cache) rewatch() <-chan *topo.WatchDataRecursive {
 		c.mu.RLock()
 		seq := c.writeSeq
 		c.mu.RUnlock()
-		init, ch, sync, err := c.watch()
+		init, ch, sync, end, err := c.watch()
 		if err == nil {
 			c.mu.Lock()
-			c.sync, c.gen, c.received = sync, c.gen+1, 0
+			c.sync, c.endWatch, c.gen, c.received = sync, end, c.gen+1, 0
 			c.relist(init, seq)
 			c.mu.Unlock()
 			return ch
@@ -90,7 +94,7 @@ func (c *Cache) apply(ev *topo.WatchDataRecursive) {
 	}
 	c.confirmed = time.Now()
 	c.rev = max(c.rev, ev.Revision)
-	if c.down {
+	if c.down && !c.catchUp() {
 		c.down = false
 		c.setHealth(nil)
 	}
@@ -173,7 +177,7 @@ func (c *Cache) relist(init []*topo.WatchDataRecursive, seq uint64) {
 		}
 	}
 	c.confirmed = time.Now()
-	c.broken, c.down = false, false
+	c.broken, c.down, c.catching = false, false, false
 	c.setHealth(nil)
 	if c.opts.MaxBytes > 0 && c.bytes > c.opts.MaxBytes {
 		c.overLimit()

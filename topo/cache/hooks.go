@@ -41,7 +41,8 @@ type Hooks struct {
 	OnRead func(op string, o Outcome)
 	// OnResync is called each time the Cache lists the prefix again after
 	// its watch ended (not for the first fill), with the error that ended
-	// the watch.
+	// the watch: Interrupted when the Cache ended it to catch up after an
+	// outage (see docs/cache.md, "Outages").
 	OnResync func(err error)
 	// OnHealth is called when the Cache's health changes, with the new
 	// health and State.Since: when the current outage began while
