@@ -62,6 +62,9 @@
 // buffer (Options.WatcherBuffer events) is full is dropped: it gets one last
 // event whose Err is a ResourceExhausted *topo.Error wrapping
 // ErrSlowWatcher, and its channel closes. Others are never blocked.
+// Events carry no stale mark (topo.WatchData has none): WatchWithInfo and
+// WatchRecursiveWithInfo say whether the initial values were stale, and
+// State or Hooks.OnHealth tell the health afterwards.
 //
 // Memory: Options.MaxBytes bounds the bytes held (paths plus values). When
 // the subtree outgrows it the Cache drops what it holds, stops its watch,
