@@ -134,7 +134,7 @@ func (c *Cache) barrier(ctx context.Context) (gen uint64, ok bool) {
 		case passed && behind:
 			c.mu.Lock()
 			if c.gen == gen {
-				c.rev = max(c.rev, rev)
+				c.passRev(rev, false)
 			}
 			c.mu.Unlock()
 			return gen, true

@@ -48,6 +48,8 @@ type Cache struct {
 	gen       uint64             // counts store watches started
 	received  uint64             // events received on the current store watch
 	rev       int64              // memory reflects every change up to this store revision (see Info.Revision)
+	revFloor  int64              // after the store's revisions went back: the highest rev before; rev stays 0 until one reaches it
+	revSeen   bool               // the current store watch has passed a revision (see passRev)
 	broken    bool               // the watch ended and no relist succeeded since
 	down      bool               // the store was last seen failing (probe or pass-through), or is catching up
 	catching  bool               // the store answers again after an outage: the watch was ended for a relist (see catchUp)
@@ -245,6 +247,45 @@ func (c *Cache) catchUp() bool {
 		c.endWatch()
 	}
 	return true
+}
+
+// passRev records that memory reflects every change up to the store
+// revision rev (0: none said), which the store watch passed (an event, a
+// listing) or, with first unset, a barrier read. Revisions only grow in
+// a store's history, and along one watch (topo.WatchData.Revision), so
+// the first one a watch passes being below the revision already reached
+// means that the store's history went back: a Consul agent that lost its
+// state starts its indexes again. The revisions reached before say
+// nothing of the new history then: rev is 0 (no promise) until the
+// store's revisions reach the highest one from before, so that it never
+// overstates and its non-zero values never decrease. Call with c.mu
+// held.
+func (c *Cache) passRev(rev int64, first bool) {
+	if rev <= 0 {
+		return
+	}
+	if first && !c.revSeen {
+		c.revSeen = true
+		c.wentBack(rev)
+	}
+	if c.revFloor > 0 {
+		if rev < c.revFloor {
+			return
+		}
+		c.revFloor = 0
+	}
+	c.rev = max(c.rev, rev)
+}
+
+// wentBack notes that the store's history went back when rev, the first
+// revision a new store watch passed, is below the revision memory had
+// reached (see passRev). Call with c.mu held.
+func (c *Cache) wentBack(rev int64) {
+	if rev >= c.rev || c.revFloor > 0 {
+		return
+	}
+	c.log.Warn("topo cache: the store's revisions went back (it lost its history): Info.Revision is 0 until they pass the highest before", "revision", rev, "before", c.rev)
+	c.revFloor, c.rev = c.rev, 0
 }
 
 // hook reports a read's outcome.

@@ -93,7 +93,7 @@ func (c *Cache) apply(ev *topo.WatchDataRecursive) {
 		return
 	}
 	c.confirmed = time.Now()
-	c.rev = max(c.rev, ev.Revision)
+	c.passRev(ev.Revision, true)
 	if c.down && !c.catchUp() {
 		c.down = false
 		c.setHealth(nil)
@@ -142,6 +142,15 @@ func (c *Cache) relist(init []*topo.WatchDataRecursive, seq uint64) {
 	var listed int64
 	for _, wd := range init {
 		listed = max(listed, wd.Revision)
+	}
+	// A new watch: its first revision says whether the store's history
+	// went back, before the differences are sent with the revision
+	// memory had reached.
+	c.revSeen = false
+	if listed > 0 {
+		c.wentBack(listed)
+	}
+	for _, wd := range init {
 		seen[wd.Path] = true
 		old := c.files[wd.Path]
 		// The value is compared too: ZooKeeper's versions start again at 0
@@ -162,10 +171,11 @@ func (c *Cache) relist(init []*topo.WatchDataRecursive, seq uint64) {
 		c.set(p, nil)
 	}
 	// The listing is newer than every event of the watch before it, so
-	// the revision the Cache had reached still holds. It is taken once
-	// memory holds all of the listing: the differences sent to local
-	// watchers meanwhile carry the revision from before.
-	c.rev = max(c.rev, listed)
+	// the revision the Cache had reached still holds (unless the store's
+	// history went back: see passRev). It is taken once memory holds all
+	// of the listing: the differences sent to local watchers meanwhile
+	// carry the revision from before.
+	c.passRev(listed, true)
 	for p, pd := range c.pending {
 		pd.wants = slices.DeleteFunc(pd.wants, func(w want) bool { return w.seq <= seq })
 		// The listing is a state of the store as an event is: it shows the

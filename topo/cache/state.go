@@ -78,7 +78,10 @@ type Info struct {
 	// watch has passed (its events, and the initial values of each relist)
 	// and, on a Conn that is a RevisionSyncWatcher, the revision a
 	// Consistent Get's barrier read; so it never decreases, across relists
-	// too. It is 0 when the backend reports no revisions (ZooKeeper's
+	// too, unless the store lost its history (a Consul agent that lost its
+	// state starts its indexes again): when a new store watch's first
+	// revision is below it, it is 0 until the store's revisions reach the
+	// highest one from before. It is 0 when the backend reports no revisions (ZooKeeper's
 	// WatchRecursive), until the watch has passed one (a relist of an
 	// empty prefix brings none), and for an answer from the store (its
 	// read says nothing about a revision). Per backend: an etcd revision,
