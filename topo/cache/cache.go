@@ -53,6 +53,7 @@ type Cache struct {
 	broken    bool               // the watch ended and no relist succeeded since
 	down      bool               // the store was last seen failing (probe or pass-through), or is catching up
 	catching  bool               // the store answers again after an outage: the watch was ended for a relist (see catchUp)
+	relisting bool               // the watch was ended for a relist that settles a deletion (see relistFor)
 	endWatch  context.CancelFunc // ends the current store watch
 	closed    bool
 }
@@ -247,6 +248,20 @@ func (c *Cache) catchUp() bool {
 		c.endWatch()
 	}
 	return true
+}
+
+// relistFor ends the store watch so that the Cache lists the prefix
+// again (Resyncing meanwhile), when a write of p can be settled by
+// nothing else: a listing asked for after the write completed settles it
+// (see relist). Nothing to do when the watch already ended (a relist is
+// under way) or the Cache no longer watches. Call with c.mu held.
+func (c *Cache) relistFor(p string) {
+	if c.broken || c.closed || c.health == OverLimit || c.catching || c.relisting {
+		return
+	}
+	c.relisting = true
+	c.log.Info("topo cache: listing the prefix again to settle a deletion another writer's may be taken for", "path", p)
+	c.endWatch()
 }
 
 // passRev records that memory reflects every change up to the store

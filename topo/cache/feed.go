@@ -23,7 +23,11 @@ func (c *Cache) run(ch <-chan *topo.WatchDataRecursive) {
 		c.endWatch()           // releases the ended watch's context
 		catching := c.catching // ended by catchUp: the Cache stays Stale, with the outage's error
 		c.broken = true
-		if !catching {
+		switch {
+		case catching:
+		case c.relisting: // ended by relistFor
+			c.setHealth(nil)
+		default:
 			c.log.Warn("topo cache watch ended, listing again", "err", err)
 			c.setHealth(err)
 		}
@@ -187,7 +191,7 @@ func (c *Cache) relist(init []*topo.WatchDataRecursive, seq uint64) {
 		}
 	}
 	c.confirmed = time.Now()
-	c.broken, c.down, c.catching = false, false, false
+	c.broken, c.down, c.catching, c.relisting = false, false, false, false
 	c.setHealth(nil)
 	if c.opts.MaxBytes > 0 && c.bytes > c.opts.MaxBytes {
 		c.overLimit()
@@ -238,5 +242,8 @@ func (c *Cache) probe() {
 			err = &topo.Error{Code: topo.Unavailable, Path: p, Err: err}
 		}
 		c.noteStore(err)
+		c.mu.Lock()
+		c.relistUnsure()
+		c.mu.Unlock()
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -225,6 +226,84 @@ func TestOwnDeleteNotSettledByAnotherDelete(t *testing.T) {
 	}
 	t.Run("memory", func(t *testing.T) { _, open := memoryStore(t); run(t, open) })
 	t.Run("etcd", func(t *testing.T) { run(t, etcdOpen(t, etcdtest.Start(t), newRoot())) })
+}
+
+// heldPlainDelete is heldDelete over a steppedConn: no
+// cache.SyncWatcher, so the Cache has no barrier.
+type heldPlainDelete struct {
+	*steppedConn
+	gate, sent chan struct{}
+}
+
+func (h *heldPlainDelete) Delete(ctx context.Context, p string, v topo.Version) error {
+	close(h.sent)
+	<-h.gate
+	return h.Conn.Delete(ctx, p, v)
+}
+
+// TestOwnDeleteNotSettledByAnotherDeleteWithoutBarrier is
+// TestOwnDeleteNotSettledByAnotherDelete on a Conn with no barrier (as
+// ZooKeeper and Consul are; memorytopo and etcd behind a wrapper that
+// hides theirs): the other Conn's deletion event, delivered while the
+// Cache's delete was in flight, took the place of the Cache's own, and a
+// read once the creation's event reached memory answered the re-created
+// value the Cache had deleted. Now the path is read from the store until a
+// later deletion event of it or a relist (which the probe asks for: the
+// creation's event may then never reach memory, the new watch's listing
+// replacing it).
+func TestOwnDeleteNotSettledByAnotherDeleteWithoutBarrier(t *testing.T) {
+	run := func(t *testing.T, open func() topo.Conn) {
+		ctx := testCtx(t)
+		h := &heldPlainDelete{steppedConn: newStepped(open()), gate: make(chan struct{}), sent: make(chan struct{})}
+		s := h.steppedConn
+		resynced := make(chan struct{})
+		var once sync.Once
+		c := wrap(t, h, cache.Options{ProbeInterval: 50 * time.Millisecond,
+			Hooks: cache.Hooks{OnResync: func(error) { once.Do(func() { close(resynced) }) }}})
+		defer c.Close()
+		other := open()
+		defer other.Close()
+		_, err := other.Create(ctx, "f", []byte("one"))
+		require.NoError(t, err)
+		waitHolds(t, ctx, c, "f", "one")
+		_, events, err := c.WatchRecursive(ctx, "f")
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() { done <- c.Delete(ctx, "f", nil) }()
+		<-h.sent
+		require.NoError(t, other.Delete(ctx, "f", nil))
+		ev := <-events
+		require.True(t, topo.IsErrType(ev.Err, topo.NoNode), "the other Conn's deletion: %v", ev.Err)
+		s.setStepping(true)
+		n := s.pulledCount()
+		_, err = other.Create(ctx, "f", []byte("two"))
+		require.NoError(t, err)
+		s.waitPulled(t, ctx, n) // the creation's event is held
+		close(h.gate)           // the Cache's Delete removes "two"
+		require.NoError(t, <-done)
+		select {
+		case s.steps <- struct{}{}: // the creation's event reaches memory
+			select {
+			case ev = <-events:
+				require.Equal(t, "two", string(ev.Contents))
+			case <-resynced:
+			}
+		case <-resynced: // a relist replaced the watch and its held event
+		}
+		b, _, info, err := c.GetWithInfo(ctx, "f")
+		require.Truef(t, topo.IsErrType(err, topo.NoNode), "read %q (from memory: %v) after the Cache's Delete of it returned", b, info.FromMemory)
+		s.setStepping(false)
+		_, _, err = c.Get(ctx, "f")
+		require.True(t, topo.IsErrType(err, topo.NoNode), "read after the Cache's Delete: %v", err)
+		require.Eventually(t, func() bool { return cache.PendingWrites(c) == 0 }, 30*time.Second, time.Millisecond,
+			"the Cache's deletion is never settled")
+		_, _, info, err = c.GetWithInfo(ctx, "f")
+		require.True(t, topo.IsErrType(err, topo.NoNode) && info.FromMemory, "read from memory once settled: %v", err)
+	}
+	t.Run("memory", func(t *testing.T) { _, open := memoryStore(t); run(t, open) })
+	t.Run("etcd", func(t *testing.T) { run(t, etcdOpen(t, etcdtest.Start(t), newRoot())) })
+	t.Run("zk", func(t *testing.T) { run(t, zkOpen(t, zktest.Start(t), newRoot(), false)) })
+	t.Run("consul", func(t *testing.T) { run(t, consulOpen(t, consultest.Start(t), newRoot())) })
 }
 
 // TestOwnWriteNotSettledByAnEarlierLife: a Cache updates a file, deletes
