@@ -63,13 +63,24 @@ type RevisionSyncWatcher interface {
 type syncFunc func(context.Context) (n uint64, rev int64, err error)
 
 // watch starts the store watch of the prefix, with its sync when the
-// Conn has one (nil otherwise).
-func (c *Cache) watch() ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, syncFunc, error) {
+// Conn has one (nil otherwise), and end, which ends that watch alone
+// (its channel then closes; see catchUp).
+func (c *Cache) watch() ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, syncFunc, context.CancelFunc, error) {
+	ctx, end := context.WithCancel(c.ctx)
+	init, ch, sync, err := c.watchCtx(ctx)
+	if err != nil {
+		end()
+		return nil, nil, nil, nil, err
+	}
+	return init, ch, sync, end, nil
+}
+
+func (c *Cache) watchCtx(ctx context.Context) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, syncFunc, error) {
 	if sw, ok := c.conn.(RevisionSyncWatcher); ok {
-		return sw.WatchRecursiveSyncRevision(c.ctx, c.prefix)
+		return sw.WatchRecursiveSyncRevision(ctx, c.prefix)
 	}
 	if sw, ok := c.conn.(SyncWatcher); ok {
-		init, ch, sync, err := sw.WatchRecursiveSync(c.ctx, c.prefix)
+		init, ch, sync, err := sw.WatchRecursiveSync(ctx, c.prefix)
 		if sync == nil {
 			return init, ch, nil, err
 		}
@@ -78,7 +89,7 @@ func (c *Cache) watch() ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecur
 			return n, 0, err
 		}, err
 	}
-	init, ch, err := c.conn.WatchRecursive(c.ctx, c.prefix)
+	init, ch, err := c.conn.WatchRecursive(ctx, c.prefix)
 	return init, ch, nil, err
 }
 
@@ -123,7 +134,7 @@ func (c *Cache) barrier(ctx context.Context) (gen uint64, ok bool) {
 		case passed && behind:
 			c.mu.Lock()
 			if c.gen == gen {
-				c.rev = max(c.rev, rev)
+				c.passRev(rev, false)
 			}
 			c.mu.Unlock()
 			return gen, true

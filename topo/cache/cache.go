@@ -44,12 +44,17 @@ type Cache struct {
 	since     time.Time // when health last changed
 	confirmed time.Time
 	err       error
-	sync      syncFunc // the store watch's, if its Conn is a SyncWatcher
-	gen       uint64   // counts store watches started
-	received  uint64   // events received on the current store watch
-	rev       int64    // memory reflects every change up to this store revision (see Info.Revision)
-	broken    bool     // the watch ended and no relist succeeded since
-	down      bool     // the store was last seen failing (probe or pass-through)
+	sync      syncFunc           // the store watch's, if its Conn is a SyncWatcher
+	gen       uint64             // counts store watches started
+	received  uint64             // events received on the current store watch
+	rev       int64              // memory reflects every change up to this store revision (see Info.Revision)
+	revFloor  int64              // after the store's revisions went back: the highest rev before; rev stays 0 until one reaches it
+	revSeen   bool               // the current store watch has passed a revision (see passRev)
+	broken    bool               // the watch ended and no relist succeeded since
+	down      bool               // the store was last seen failing (probe or pass-through), or is catching up
+	catching  bool               // the store answers again after an outage: the watch was ended for a relist (see catchUp)
+	relisting bool               // the watch was ended for a relist that settles a deletion (see relistFor)
+	endWatch  context.CancelFunc // ends the current store watch
 	closed    bool
 }
 
@@ -79,13 +84,13 @@ func New(conn topo.Conn, prefix string, opts Options) (*Cache, error) {
 	c := &Cache{conn: conn, prefix: p, opts: opts, log: opts.Logger.With("cache", p), ctx: ctx, cancel: cancel,
 		pending: map[string]*pending{}, watchers: map[*watcher]struct{}{}, changed: make(chan struct{}),
 		since: now}
-	init, ch, sync, err := c.watch()
+	init, ch, sync, end, err := c.watch()
 	if err != nil {
 		cancel()
 		return nil, err
 	}
 	c.mu.Lock()
-	c.sync = sync
+	c.sync, c.endWatch = sync, end
 	c.relist(init, 0)
 	c.mu.Unlock()
 	c.loops.Add(1)
@@ -114,12 +119,17 @@ func (c *Cache) State() State {
 // Close stops the store watch, ends every local watcher with Interrupted
 // and closes the wrapped Conn; later calls return Closed. With
 // Options.LeaveConnOpen the Conn stays open and later calls go to it, as
-// in Bypass mode. Idempotent.
+// in Bypass mode. State().Health is Closed from then on (Hooks.OnHealth
+// is called with it). Idempotent.
 func (c *Cache) Close() {
 	c.once.Do(func() {
 		c.cancel()
 		c.mu.Lock()
 		c.closed = true
+		c.health, c.since = Closed, time.Now()
+		if c.opts.Hooks.OnHealth != nil {
+			c.opts.Hooks.OnHealth(Closed, c.since)
+		}
 		c.dropPending()
 		c.endWatchers(topo.NewError(topo.Interrupted, c.prefix))
 		c.mu.Unlock()
@@ -153,7 +163,7 @@ func (c *Cache) serving() (ok, stale bool) {
 func (c *Cache) setHealth(err error) {
 	h := Healthy
 	switch {
-	case c.health == OverLimit:
+	case c.health == OverLimit || c.health == Closed:
 		return
 	case c.down:
 		h = Stale
@@ -208,10 +218,89 @@ func (c *Cache) noteStore(err error) {
 	defer c.mu.Unlock()
 	if !down {
 		c.confirmed = time.Now()
+		if c.down && c.catchUp() {
+			return
+		}
 		err = nil // an answer is no reason to leave Healthy: State().Err keeps the failure's
 	}
 	c.down = down
 	c.setHealth(err)
+}
+
+// catchUp is called when the store is seen answering again (a probe, a
+// call passed through, an event of the store watch) while the Cache is
+// down. Memory may lag the store then: the watch resumed by the backend
+// may still be on its way through what changed during the outage (and
+// reads past MaxStaleness were answered by the store, newer than
+// memory). So instead of turning Healthy, the Cache ends its store watch
+// and lists the prefix again (see run); it stays Stale until that relist,
+// which reads the store after the outage, has been applied. catchUp
+// reports whether it did so (or already had); false when no relist is
+// needed for it: the watch already ended (the relist under way will
+// read the store), or the Cache no longer watches. Call with c.mu held.
+func (c *Cache) catchUp() bool {
+	if c.broken || c.closed || c.health == OverLimit {
+		return false
+	}
+	if !c.catching {
+		c.catching = true
+		c.log.Info("topo cache: the store answers again, listing the prefix to catch up")
+		c.endWatch()
+	}
+	return true
+}
+
+// relistFor ends the store watch so that the Cache lists the prefix
+// again (Resyncing meanwhile), when a write of p can be settled by
+// nothing else: a listing asked for after the write completed settles it
+// (see relist). Nothing to do when the watch already ended (a relist is
+// under way) or the Cache no longer watches. Call with c.mu held.
+func (c *Cache) relistFor(p string) {
+	if c.broken || c.closed || c.health == OverLimit || c.catching || c.relisting {
+		return
+	}
+	c.relisting = true
+	c.log.Info("topo cache: listing the prefix again to settle a deletion another writer's may be taken for", "path", p)
+	c.endWatch()
+}
+
+// passRev records that memory reflects every change up to the store
+// revision rev (0: none said), which the store watch passed (an event, a
+// listing) or, with first unset, a barrier read. Revisions only grow in
+// a store's history, and along one watch (topo.WatchData.Revision), so
+// the first one a watch passes being below the revision already reached
+// means that the store's history went back: a Consul agent that lost its
+// state starts its indexes again. The revisions reached before say
+// nothing of the new history then: rev is 0 (no promise) until the
+// store's revisions reach the highest one from before, so that it never
+// overstates and its non-zero values never decrease. Call with c.mu
+// held.
+func (c *Cache) passRev(rev int64, first bool) {
+	if rev <= 0 {
+		return
+	}
+	if first && !c.revSeen {
+		c.revSeen = true
+		c.wentBack(rev)
+	}
+	if c.revFloor > 0 {
+		if rev < c.revFloor {
+			return
+		}
+		c.revFloor = 0
+	}
+	c.rev = max(c.rev, rev)
+}
+
+// wentBack notes that the store's history went back when rev, the first
+// revision a new store watch passed, is below the revision memory had
+// reached (see passRev). Call with c.mu held.
+func (c *Cache) wentBack(rev int64) {
+	if rev >= c.rev || c.revFloor > 0 {
+		return
+	}
+	c.log.Warn("topo cache: the store's revisions went back (it lost its history): Info.Revision is 0 until they pass the highest before", "revision", rev, "before", c.rev)
+	c.revFloor, c.rev = c.rev, 0
 }
 
 // hook reports a read's outcome.

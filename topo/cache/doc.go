@@ -49,8 +49,12 @@
 // through returns Unavailable) the Cache is Stale. While not Healthy,
 // cached reads are answered from memory, marked stale, for at most
 // Options.MaxStaleness after the outage began, and from the store (which
-// returns its error) afterwards. State reports Healthy, Resyncing, Stale
-// or OverLimit.
+// returns its error) afterwards. When the store answers again while the
+// watch still runs, the Cache ends it and lists the prefix again, and is
+// Healthy only once that listing is in memory (the resumed watch may
+// still be on its way through the outage's changes). State reports
+// Healthy, Resyncing, Stale or OverLimit, and Closed once Close was
+// called.
 //
 // Local watchers: Watch and WatchRecursive of paths under the prefix share
 // the one store watch. Each gets its initial value from memory and then
@@ -58,6 +62,9 @@
 // buffer (Options.WatcherBuffer events) is full is dropped: it gets one last
 // event whose Err is a ResourceExhausted *topo.Error wrapping
 // ErrSlowWatcher, and its channel closes. Others are never blocked.
+// Events carry no stale mark (topo.WatchData has none): WatchWithInfo and
+// WatchRecursiveWithInfo say whether the initial values were stale, and
+// State or Hooks.OnHealth tell the health afterwards.
 //
 // Memory: Options.MaxBytes bounds the bytes held (paths plus values). When
 // the subtree outgrows it the Cache drops what it holds, stops its watch,

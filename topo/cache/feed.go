@@ -19,10 +19,18 @@ func (c *Cache) run(ch <-chan *topo.WatchDataRecursive) {
 		if c.ctx.Err() != nil {
 			return
 		}
-		c.log.Warn("topo cache watch ended, listing again", "err", err)
 		c.mu.Lock()
+		c.endWatch()           // releases the ended watch's context
+		catching := c.catching // ended by catchUp: the Cache stays Stale, with the outage's error
 		c.broken = true
-		c.setHealth(err)
+		switch {
+		case catching:
+		case c.relisting: // ended by relistFor
+			c.setHealth(nil)
+		default:
+			c.log.Warn("topo cache watch ended, listing again", "err", err)
+			c.setHealth(err)
+		}
 		c.mu.Unlock()
 		if c.opts.Hooks.OnResync != nil {
 			c.opts.Hooks.OnResync(err)
@@ -42,10 +50,10 @@ func (c *Cache) rewatch() <-chan *topo.WatchDataRecursive {
 		c.mu.RLock()
 		seq := c.writeSeq
 		c.mu.RUnlock()
-		init, ch, sync, err := c.watch()
+		init, ch, sync, end, err := c.watch()
 		if err == nil {
 			c.mu.Lock()
-			c.sync, c.gen, c.received = sync, c.gen+1, 0
+			c.sync, c.endWatch, c.gen, c.received = sync, end, c.gen+1, 0
 			c.relist(init, seq)
 			c.mu.Unlock()
 			return ch
@@ -85,12 +93,12 @@ func (c *Cache) consume(ch <-chan *topo.WatchDataRecursive) error {
 
 // apply applies one event of the store watch. Call with c.mu held.
 func (c *Cache) apply(ev *topo.WatchDataRecursive) {
-	if c.health == OverLimit {
+	if c.health == OverLimit || c.closed {
 		return
 	}
 	c.confirmed = time.Now()
-	c.rev = max(c.rev, ev.Revision)
-	if c.down {
+	c.passRev(ev.Revision, true)
+	if c.down && !c.catchUp() {
 		c.down = false
 		c.setHealth(nil)
 	}
@@ -128,6 +136,9 @@ func (c *Cache) set(p string, e *entry) {
 // appeared or disappeared). Writes of this Cache that completed before the list was
 // asked for (seq) are in it, so their pending marks go. Call with c.mu held.
 func (c *Cache) relist(init []*topo.WatchDataRecursive, seq uint64) {
+	if c.closed {
+		return
+	}
 	if c.files == nil {
 		c.files = make(map[string]*entry, len(init))
 	}
@@ -135,6 +146,15 @@ func (c *Cache) relist(init []*topo.WatchDataRecursive, seq uint64) {
 	var listed int64
 	for _, wd := range init {
 		listed = max(listed, wd.Revision)
+	}
+	// A new watch: its first revision says whether the store's history
+	// went back, before the differences are sent with the revision
+	// memory had reached.
+	c.revSeen = false
+	if listed > 0 {
+		c.wentBack(listed)
+	}
+	for _, wd := range init {
 		seen[wd.Path] = true
 		old := c.files[wd.Path]
 		// The value is compared too: ZooKeeper's versions start again at 0
@@ -155,10 +175,11 @@ func (c *Cache) relist(init []*topo.WatchDataRecursive, seq uint64) {
 		c.set(p, nil)
 	}
 	// The listing is newer than every event of the watch before it, so
-	// the revision the Cache had reached still holds. It is taken once
-	// memory holds all of the listing: the differences sent to local
-	// watchers meanwhile carry the revision from before.
-	c.rev = max(c.rev, listed)
+	// the revision the Cache had reached still holds (unless the store's
+	// history went back: see passRev). It is taken once memory holds all
+	// of the listing: the differences sent to local watchers meanwhile
+	// carry the revision from before.
+	c.passRev(listed, true)
 	for p, pd := range c.pending {
 		pd.wants = slices.DeleteFunc(pd.wants, func(w want) bool { return w.seq <= seq })
 		// The listing is a state of the store as an event is: it shows the
@@ -170,7 +191,7 @@ func (c *Cache) relist(init []*topo.WatchDataRecursive, seq uint64) {
 		}
 	}
 	c.confirmed = time.Now()
-	c.broken, c.down = false, false
+	c.broken, c.down, c.catching, c.relisting = false, false, false, false
 	c.setHealth(nil)
 	if c.opts.MaxBytes > 0 && c.bytes > c.opts.MaxBytes {
 		c.overLimit()
@@ -221,5 +242,8 @@ func (c *Cache) probe() {
 			err = &topo.Error{Code: topo.Unavailable, Path: p, Err: err}
 		}
 		c.noteStore(err)
+		c.mu.Lock()
+		c.relistUnsure()
+		c.mu.Unlock()
 	}
 }

@@ -41,12 +41,13 @@ type Hooks struct {
 	OnRead func(op string, o Outcome)
 	// OnResync is called each time the Cache lists the prefix again after
 	// its watch ended (not for the first fill), with the error that ended
-	// the watch.
+	// the watch: Interrupted when the Cache ended it to catch up after an
+	// outage (see docs/cache.md, "Outages").
 	OnResync func(err error)
 	// OnHealth is called when the Cache's health changes, with the new
 	// health and State.Since: when the current outage began while
 	// Resyncing or Stale (moving between the two keeps it), when the
-	// Cache became Healthy or OverLimit otherwise.
+	// Cache became Healthy, OverLimit or Closed otherwise.
 	OnHealth func(h Health, since time.Time)
 	// OnWatchers is called with the number of local watchers whenever it
 	// changes.

@@ -32,7 +32,9 @@ type Options struct {
 	// ProbeInterval is how often the Cache reads one path from the store to
 	// find out whether the store can be reached (backends resume their
 	// watches on their own, so a watch alone does not tell). Each probe is
-	// one Get. Zero means 1 s; negative disables probing.
+	// one Get. It also asks for a relist while a deletion of this Cache
+	// waits as unsure (see Delete). Zero means 1 s; negative disables
+	// probing (such a relist is then asked for at once).
 	ProbeInterval time.Duration
 
 	// RetryInterval is the pause between attempts to watch the prefix

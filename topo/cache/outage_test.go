@@ -1,6 +1,7 @@
 package cache_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -73,7 +74,11 @@ func TestSessionExpiryZooKeeper(t *testing.T) {
 
 // TestDevAgentRestartConsul: a Consul dev agent restarts with nothing
 // (keys gone, indexes starting over); the Cache's memory follows: the files
-// it held are gone, and a file written after the restart is there.
+// it held are gone, and a file written after the restart is there. The
+// revision the Cache reports after the restart (Info.Revision,
+// State().Revision) is below the index of a write made after it: before
+// the fix it stayed the highest index of the old agent (the Cache wrote
+// f 50 times there), claiming changes the new agent had not made yet.
 func TestDevAgentRestartConsul(t *testing.T) {
 	ctx := testCtx(t)
 	a := consultest.StartAgent(t)
@@ -85,6 +90,14 @@ func TestDevAgentRestartConsul(t *testing.T) {
 		require.NoError(t, err)
 		waitHolds(t, ctx, c, f, "one")
 	}
+	var last topo.Version
+	for i := range 50 {
+		var err error
+		last, err = c.Update(ctx, "f", fmt.Appendf(nil, "%d", i), nil)
+		require.NoError(t, err)
+	}
+	waitHolds(t, ctx, c, "f", "49")
+	require.GreaterOrEqual(t, c.State().Revision, revisionOf(last))
 	a.Restart(t)
 	direct := open()
 	defer direct.Close()
@@ -98,6 +111,13 @@ func TestDevAgentRestartConsul(t *testing.T) {
 		}, 30*time.Second, time.Millisecond, "%s survived the restart in memory", f)
 	}
 	require.Eventually(t, func() bool { return c.State().Health == cache.Healthy }, 30*time.Second, time.Millisecond)
+	_, _, info, err := c.GetWithInfo(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, info.FromMemory)
+	after, err := direct.Create(ctx, "i", []byte("i"))
+	require.NoError(t, err)
+	require.Less(t, info.Revision, revisionOf(after), "Info.Revision after the agent lost its state (the old agent's last index was %d)", revisionOf(last))
+	require.Less(t, c.State().Revision, revisionOf(after)+1, "State().Revision")
 }
 
 // kvStrings is a listing as path=value strings.

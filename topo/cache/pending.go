@@ -27,10 +27,16 @@ type pending struct {
 // the highest version this Cache's writes of the path had been answered
 // with when it was sent (pending.answered): the deletion's store revision
 // is above it.
+//
+// unsure marks a deletion that a deletion event delivered while it was in
+// flight may not show (another writer's, see Cache.syncDeletes): it is
+// waited for until a later deletion event or a relist, and the probe asks
+// for that relist (see Cache.relistUnsure).
 type want struct {
 	version    topo.Version
 	seq, start uint64
 	after      int64
+	unsure     bool
 }
 
 // ticket is what begin hands to end: the write's start and after (see
@@ -79,8 +85,11 @@ func (c *Cache) begin(p string) ticket {
 // version written (nil for a deletion), or !ok when it failed (nothing to
 // wait for: a failed write wrote nothing, or its outcome is unknown to the
 // writer too). synced says that memory already holds the write (a barrier
-// passed after it: nothing to wait for either). Call with c.mu held.
-func (c *Cache) end(p string, t ticket, v topo.Version, ok, synced bool) {
+// passed after it: nothing to wait for either). unsure says that the
+// event of the path delivered while it was in flight (pending.last) may
+// not show it (see Cache.syncDeletes): it is waited for all the same.
+// Call with c.mu held.
+func (c *Cache) end(p string, t ticket, v topo.Version, ok, synced, unsure bool) {
 	pd := c.pending[p]
 	pd.inflight--
 	c.writeSeq++
@@ -91,12 +100,15 @@ func (c *Cache) end(p string, t ticket, v topo.Version, ok, synced bool) {
 	// event will deliver the write, and every read goes to the store.
 	watching := !c.closed && c.health != OverLimit
 	if ok && !synced && watching {
-		w := want{version: v, seq: c.writeSeq, start: t.start}
+		w := want{version: v, seq: c.writeSeq, start: t.start, unsure: unsure}
 		if v == nil {
 			w.after = t.after
 		}
-		if !pd.hasLast || !w.deliveredBy(pd.last, pd.lastRev > 0) {
+		if unsure || !pd.hasLast || !w.deliveredBy(pd.last, pd.lastRev > 0) {
 			pd.wants = append(pd.wants, w)
+		}
+		if unsure && c.opts.ProbeInterval <= 0 {
+			c.relistFor(p) // no probe to ask for it later
 		}
 	}
 	if pd.inflight == 0 {
@@ -106,6 +118,23 @@ func (c *Cache) end(p string, t ticket, v topo.Version, ok, synced bool) {
 		}
 	}
 	c.signal()
+}
+
+// relistUnsure asks for a relist (see relistFor) when a deletion of this
+// Cache is still waited for as unsure (see want): nothing but a later
+// deletion event of its path (there is none when the event taken was
+// its own) or a relist settles it. The probe calls it every
+// ProbeInterval, so that deletions made meanwhile share one relist. Call
+// with c.mu held.
+func (c *Cache) relistUnsure() {
+	for p, pd := range c.pending {
+		for _, w := range pd.wants {
+			if w.unsure {
+				c.relistFor(p)
+				return
+			}
+		}
+	}
 }
 
 // dropPending forgets the writes waited for, when the Cache stops

@@ -135,6 +135,7 @@ func requirePartition(t *testing.T, addr string, open func(addr string) topo.Con
 	defer func() { _ = p.Close() }()
 	c := requireStaleWhile(t, ctx, open(p.Addr()), p.Blackhole)
 	defer c.Close()
+	requireWatchInfo(t, ctx, c, true)
 	_, err = direct.Update(ctx, "f", []byte("two"), nil)
 	require.NoError(t, err)
 	_, err = direct.Create(ctx, "g", []byte("g"))
@@ -144,6 +145,24 @@ func requirePartition(t *testing.T, addr string, open func(addr string) topo.Con
 	waitHolds(t, ctx, c, "f", "two")
 	waitHolds(t, ctx, c, "g", "g")
 	require.Eventually(t, func() bool { return c.State().Health == cache.Healthy }, 30*time.Second, time.Millisecond)
+	requireWatchInfo(t, ctx, c, false)
+}
+
+// requireWatchInfo checks that a local Watch of f and WatchRecursive of
+// the whole Cache say their initial values came from memory, stale or
+// not as stale says.
+func requireWatchInfo(t *testing.T, ctx context.Context, c *cache.Cache, stale bool) {
+	t.Helper()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	_, _, info, err := c.WatchWithInfo(wctx, "f")
+	require.NoError(t, err)
+	require.True(t, info.FromMemory, "WatchWithInfo from memory")
+	require.Equal(t, stale, info.Stale, "WatchWithInfo's current value stale")
+	_, _, info, err = c.WatchRecursiveWithInfo(wctx, "")
+	require.NoError(t, err)
+	require.True(t, info.FromMemory, "WatchRecursiveWithInfo from memory")
+	require.Equal(t, stale, info.Stale, "WatchRecursiveWithInfo's initial values stale")
 }
 
 // restartable is a single-server store that keeps its data across a

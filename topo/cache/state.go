@@ -15,9 +15,13 @@ const (
 	// OverLimit: the subtree outgrew Options.MaxBytes; every call goes to
 	// the store.
 	OverLimit
+	// Closed: Close was called; memory answers nothing any more (see
+	// Cache.Close).
+	Closed
 )
 
-// String returns "healthy", "resyncing", "stale" or "over-limit".
+// String returns "healthy", "resyncing", "stale", "over-limit" or
+// "closed".
 func (h Health) String() string {
 	switch h {
 	case Resyncing:
@@ -26,13 +30,15 @@ func (h Health) String() string {
 		return "stale"
 	case OverLimit:
 		return "over-limit"
+	case Closed:
+		return "closed"
 	}
 	return "healthy"
 }
 
 // State is a snapshot of a Cache's condition.
 type State struct {
-	// Health is the current condition.
+	// Health is the current condition (Closed once Close was called).
 	Health Health
 	// Since is when Health last changed.
 	Since time.Time
@@ -72,7 +78,10 @@ type Info struct {
 	// watch has passed (its events, and the initial values of each relist)
 	// and, on a Conn that is a RevisionSyncWatcher, the revision a
 	// Consistent Get's barrier read; so it never decreases, across relists
-	// too. It is 0 when the backend reports no revisions (ZooKeeper's
+	// too, unless the store lost its history (a Consul agent that lost its
+	// state starts its indexes again): when a new store watch's first
+	// revision is below it, it is 0 until the store's revisions reach the
+	// highest one from before. It is 0 when the backend reports no revisions (ZooKeeper's
 	// WatchRecursive), until the watch has passed one (a relist of an
 	// empty prefix brings none), and for an answer from the store (its
 	// read says nothing about a revision). Per backend: an etcd revision,

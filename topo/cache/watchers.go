@@ -64,31 +64,61 @@ func (w *watcher) send(p string, e *entry, rev int64) {
 // write. Revision (see topo.WatchData) is the revision memory had reached
 // (Info.Revision) when the value was taken or the event applied; the
 // differences a relist applies carry the revision from before it.
+//
+// Neither the current value nor the events say whether memory was stale:
+// a Watch registered while the Cache is Stale or Resyncing (within
+// MaxStaleness) gets the value memory holds, unmarked, and while the
+// store cannot be reached a local watcher simply gets no event. Use
+// WatchWithInfo for the current value's Info, and State or
+// Hooks.OnHealth for the Cache's health afterwards.
 func (c *Cache) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
+	cur, ch, _, err := c.WatchWithInfo(ctx, filePath)
+	return cur, ch, err
+}
+
+// WatchWithInfo is Watch that also says where the current value came
+// from, as GetWithInfo does: FromMemory for a local watcher, with Stale
+// set when the Cache was not Healthy then (memory may lag the store;
+// the events that follow carry no such mark: see Watch), Confirmed and
+// Revision; for a watch of the wrapped Conn FromMemory is false and
+// Confirmed the time of the call. Same errors as Watch.
+func (c *Cache) WatchWithInfo(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, Info, error) {
 	p, ok := c.memoryPath(ctx, filePath)
 	if ok && modeOf(ctx, c.opts.Mode) == Cached && c.settled(ctx, p, true) {
 		w := &watcher{path: p, buf: c.opts.WatcherBuffer, file: make(chan *topo.WatchData, c.opts.WatcherBuffer+1)}
 		var cur *entry
-		var rev int64
-		if c.register(ctx, w, func() bool { cur, rev = c.files[p], c.rev; return cur != nil }) && cur != nil {
-			return &topo.WatchData{Contents: slices.Clone(cur.value), Version: cur.version, Revision: rev}, w.file, nil
+		var info Info
+		if c.register(ctx, w, &info, func() bool { cur = c.files[p]; return cur != nil }) && cur != nil {
+			return &topo.WatchData{Contents: slices.Clone(cur.value), Version: cur.version, Revision: info.Revision}, w.file, info, nil
 		}
 	}
-	return c.conn.Watch(ctx, filePath)
+	cur, ch, err := c.conn.Watch(ctx, filePath)
+	return cur, ch, Info{Confirmed: time.Now()}, err
 }
 
 // WatchRecursive implements topo.Conn.WatchRecursive. A prefix that starts
 // with the Cache's prefix is watched from memory in Cached mode, as Watch
 // is: every file under it (sorted by path), then every change and
 // deletion (NoNode, the channel stays open) the store watch delivers, in
-// order, with the same end events and Revision as Watch.
+// order, with the same end events and Revision as Watch. As for Watch,
+// nothing in the initial values or the events says that memory was
+// stale: see WatchRecursiveWithInfo.
 func (c *Cache) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
+	cur, ch, _, err := c.WatchRecursiveWithInfo(ctx, prefix)
+	return cur, ch, err
+}
+
+// WatchRecursiveWithInfo is WatchRecursive that also says where the
+// initial values came from, as WatchWithInfo does. Same errors as
+// WatchRecursive.
+func (c *Cache) WatchRecursiveWithInfo(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, Info, error) {
 	p, err := topo.CleanPrefix(prefix)
 	if err == nil && ctx.Err() == nil && c.covers(p) && modeOf(ctx, c.opts.Mode) == Cached && c.settled(ctx, p, false) {
 		w := &watcher{path: p, recursive: true, buf: c.opts.WatcherBuffer,
 			tree: make(chan *topo.WatchDataRecursive, c.opts.WatcherBuffer+1)}
 		cur := []*topo.WatchDataRecursive{}
-		if c.register(ctx, w, func() bool {
+		var info Info
+		if c.register(ctx, w, &info, func() bool {
 			for path, e := range c.files {
 				if strings.HasPrefix(path, p) {
 					cur = append(cur, &topo.WatchDataRecursive{Path: path,
@@ -98,10 +128,11 @@ func (c *Cache) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watc
 			return true
 		}) {
 			slices.SortFunc(cur, func(a, b *topo.WatchDataRecursive) int { return strings.Compare(a.Path, b.Path) })
-			return cur, w.tree, nil
+			return cur, w.tree, info, nil
 		}
 	}
-	return c.conn.WatchRecursive(ctx, prefix)
+	cur, ch, err := c.conn.WatchRecursive(ctx, prefix)
+	return cur, ch, Info{Confirmed: time.Now()}, err
 }
 
 // settled waits until no write of this Cache under p (p itself when exact)
@@ -129,15 +160,18 @@ func (c *Cache) settled(ctx context.Context, p string, exact bool) bool {
 	}
 }
 
-// register reports whether memory may still serve, and if so runs initial
-// (under the lock, reading the initial values) and adds w to the local
-// watchers when initial returns true.
-func (c *Cache) register(ctx context.Context, w *watcher, initial func() bool) bool {
+// register reports whether memory may still serve, and if so fills info
+// (as an answer from memory), runs initial (under the lock, reading the
+// initial values) and adds w to the local watchers when initial returns
+// true.
+func (c *Cache) register(ctx context.Context, w *watcher, info *Info, initial func() bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ok, _ := c.serving(); !ok {
+	ok, stale := c.serving()
+	if !ok {
 		return false
 	}
+	*info = Info{FromMemory: true, Stale: stale, Confirmed: c.confirmed, Revision: c.rev}
 	if !initial() {
 		return true
 	}

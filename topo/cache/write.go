@@ -22,7 +22,9 @@ func (c *Cache) Update(ctx context.Context, filePath string, contents []byte, ve
 // delivers the deletion, reads of the file go to the store. When a
 // deletion event of the file arrives while it is in flight (it may be
 // another writer's), Delete passes a revision barrier before it returns on
-// a SyncWatcher Conn; on others that event counts as the deletion (see
+// a SyncWatcher Conn; on others (or when the barrier fails) the file is
+// read from the store until a later deletion event of it, or until the
+// Cache lists the prefix again, which its probe asks for (see
 // docs/cache.md).
 func (c *Cache) Delete(ctx context.Context, filePath string, version topo.Version) error {
 	_, err := c.write(ctx, filePath, true, func() (topo.Version, error) { return nil, c.conn.Delete(ctx, filePath, version) })
@@ -56,8 +58,9 @@ func (c *Cache) write(ctx context.Context, filePath string, del bool, fn func() 
 // waits for a revision barrier (see barrier), after which memory holds
 // every change committed before it, the deletions included; it reports
 // whether it passed one. Without a barrier (no SyncWatcher: ZooKeeper,
-// Consul, or the barrier failing) the deletion event counts as the
-// deletion's own, as before.
+// Consul, or the barrier failing) the deletion is recorded as unsure (see
+// finish): its path is read from the store until a later deletion event
+// of it or a relist, which the probe asks for (see relistUnsure).
 func (c *Cache) syncDeletes(ctx context.Context, paths []string) bool {
 	c.mu.RLock()
 	ambiguous := false
@@ -70,6 +73,7 @@ func (c *Cache) syncDeletes(ctx context.Context, paths []string) bool {
 	if !ambiguous {
 		return false
 	}
+
 	_, passed := c.barrier(ctx)
 	return passed
 }
@@ -77,12 +81,17 @@ func (c *Cache) syncDeletes(ctx context.Context, paths []string) bool {
 // finish records the answer of a write of p begun with ticket t: a deletion
 // (del) or a write that returned v, failed when err is not nil. synced
 // says that memory is known to hold the write already (see syncDeletes).
-// Call with c.mu held.
+// A deletion not synced whose path saw a deletion event while it was in
+// flight is recorded as unsure (see want): that event may be another
+// writer's. Call with c.mu held.
 func (c *Cache) finish(p string, t ticket, del bool, v topo.Version, err error, synced bool) {
+	unsure := false
 	if del {
 		v = nil
+		pd := c.pending[p]
+		unsure = !synced && pd.hasLast && pd.last == nil
 	}
-	c.end(p, t, v, err == nil && (del || v != nil), synced)
+	c.end(p, t, v, err == nil && (del || v != nil), synced, unsure)
 }
 
 // Txn implements topo.Conn.Txn on the wrapped Conn. Until the watch

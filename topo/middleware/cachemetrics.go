@@ -48,7 +48,7 @@ func (c cacheMetrics) collectors() []prometheus.Collector {
 //
 //	topo_cache_reads_total{cache,op,outcome}  reads by operation (Get, List, ListDir) and outcome (hit, stale, miss, passed)
 //	topo_cache_resyncs_total{cache}           relists after the store watch ended
-//	topo_cache_health{cache}                  the current cache.Health (0 healthy, 1 resyncing, 2 stale, 3 over-limit)
+//	topo_cache_health{cache}                  the current cache.Health (0 healthy, 1 resyncing, 2 stale, 3 over-limit, 4 closed)
 //	topo_cache_watchers{cache}                open local watchers
 //	topo_cache_stale_seconds{cache}           seconds since the current outage began (the cache left Healthy
 //	                                          for Resyncing or Stale), computed when collected; 0 when Healthy
