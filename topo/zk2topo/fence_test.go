@@ -184,12 +184,12 @@ func TestGuardedWrites(t *testing.T) {
 	la, err := a.Lock(ctx, "d", "a")
 	require.NoError(t, err)
 
-	v, err = topo.GuardedUpdate(ctx, a, la, "d/f", []byte("1"), v)
+	_, err = topo.GuardedUpdate(ctx, a, la, "d/f", []byte("1"), v)
 	require.NoError(t, err)
 	v, err = topo.GuardedUpdate(ctx, a, la, "d/f", []byte("2"), nil)
 	require.NoError(t, err)
 	// A claim of another Conn guards a write through this one.
-	_, err = topo.GuardedUpdate(ctx, b, la, "d/f", []byte("3"), v)
+	v, err = topo.GuardedUpdate(ctx, b, la, "d/f", []byte("3"), v)
 	require.NoError(t, err)
 	_, err = topo.GuardedUpdate(ctx, a, la, "d/f", []byte("x"), topo.NumericVersion(0))
 	requireTxnErr(t, err, 1, topo.BadVersion)
