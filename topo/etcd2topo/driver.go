@@ -332,7 +332,15 @@ const viewWait = time.Second
 
 // Delete implements claims.Driver: one transaction comparing the entry's
 // token deletes it and a candidate's value key; an own lease is revoked.
+// Once the Conn is closed it sends nothing and returns ErrNotHeld: Close
+// revoked the Conn's leases, and their entries with them.
 func (d driver) Delete(ctx context.Context, q claims.Queue, s *claims.Session, e claims.Entry) error {
+	if d.c.closed.Load() {
+		// Close marks every lease of the Conn lost and revokes it: the
+		// entry goes with its lease. The closed client would fail a
+		// delete only after seconds of retries; nothing is sent.
+		return claims.ErrNotHeld
+	}
 	lost := s.IsLost()
 	ok, err := d.delete(ctx, q, s.Ref().(*lease), e.Key, e.Token)
 	if err != nil {
