@@ -163,6 +163,13 @@ type Driver interface {
 // claim's from then on: its Token is the fencing token, and Delete, Held,
 // SetValue, ResumeInfo and Monitor get it. ErrNotHeld means e or s is
 // gone (the claim is then lost).
+//
+// ctx ends when the caller's context does, when the claim ends (Stop,
+// Resign, a Lock given up; lost) and when the engine closes. A driver
+// that sends its taking request detached from ctx (consultopo) checks
+// ctx right before each send, and once it has ended sends nothing and
+// returns ctx's error: sent then, the request would take the store's key
+// for a claim nobody holds any more.
 type Acquirer interface {
 	Acquire(ctx context.Context, q Queue, s *Session, e Entry) (Entry, error)
 }

@@ -1,6 +1,7 @@
 package consultopo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -323,8 +324,12 @@ func (d driver) release(q claims.Queue, key string, kv *api.KVPair, sess *sessio
 // that fails transiently (transient: the agent restarting) sent again
 // 20 ms to 500 ms apart while the session and ctx live; a lock-delay is
 // retried at most maxRetryWait apart; its queries take a
-// slot of the claims' bound, ahead of waiters (claimContext). ErrNotHeld when the
-// session ended or e left the queue; NodeExists with a ForeignKeyError.
+// slot of the claims' bound, ahead of waiters (claimContext). Its
+// transaction is sent detached from ctx (send), so ctx is checked before
+// each one: once ctx has ended (the caller gave up, or the engine ended
+// the claim), nothing is sent and Acquire returns ctx's error. ErrNotHeld
+// when the session ended or e left the queue; NodeExists with a
+// ForeignKeyError.
 func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) (claims.Entry, error) {
 	c := d.c
 	sess := sessionOf(v)
@@ -386,6 +391,12 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 					cur, meta, err = c.kv.Get(key, c.consistentOptions(actx))
 				}
 			}
+		}
+		if actx.Err() != nil {
+			// send is detached from ctx: sent now, it would take the key
+			// for a caller that gave up, or a claim that ended (the
+			// engine's ctx ends with it). Nothing is sent.
+			return lost(cmp.Or(ctx.Err(), actx.Err()))
 		}
 		ok, resp, err := c.send(r, cond)
 		if err != nil && !errors.Is(err, errSessionGone) && transient(err) {

@@ -169,28 +169,35 @@ func (c *Conn) awaitTailDrop(ctx context.Context, token uint64) {
 	}
 }
 
-// dropEntry deletes the queue entry key of sess in the background,
-// retried until done, sess ends or Close; an entry not there (yet) is
-// watched for lateWindow, for an unanswered enqueue landing late.
+// dropEntry deletes the queue entry key of sess: a first attempt (at
+// most dropWait) before it returns, so that a Lock given up while its
+// enqueue was unanswered returns once its entry is gone (the next
+// contender never waits on an entry nobody owns); then, unless that
+// deleted it, in the background, retried until done, sess ends or Close.
+// An entry not there (yet) is watched for lateWindow, for an unanswered
+// enqueue landing late.
 func (d driver) dropEntry(key string, sess *session) {
 	c := d.c
 	until := time.Now().Add(lateWindow)
-	del := func() error {
-		ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
+	del := func(timeout time.Duration) error {
+		ctx, cancel := context.WithTimeout(c.ctx, timeout)
 		defer cancel()
 		return c.deleteEntry(ctx, key, key, sess.id)
 	}
+	first := del(dropWait)
+	if first == nil {
+		return // deleted: the enqueue landed, and cannot again
+	}
 	c.spawn(func() {
 		wait := 100 * time.Millisecond
-		for {
-			err := del()
+		for err := first; ; err = del(requestTimeout) {
 			switch {
 			case err == nil:
 				return // deleted: the enqueue landed, and cannot again
 			case err == claims.ErrNotHeld:
 				ours := func(pair *api.KVPair) bool { return pair != nil && pair.Session == sess.id }
 				c.watchLate(sess, key, 0, until, ours, func() bool {
-					err := del()
+					err := del(requestTimeout)
 					return err == nil || err == claims.ErrNotHeld
 				})
 				return
@@ -205,6 +212,9 @@ func (d driver) dropEntry(key string, sess *session) {
 		}
 	})
 }
+
+// dropWait bounds dropEntry's first attempt, which its caller waits for.
+const dropWait = 5 * time.Second
 
 // waiter is what a Conn knows of one of its entries waiting in a queue
 // (Conn.waiters, by the entry's key; Conn.preds, by its predecessor's).

@@ -332,7 +332,15 @@ const viewWait = time.Second
 
 // Delete implements claims.Driver: one transaction comparing the entry's
 // token deletes it and a candidate's value key; an own lease is revoked.
+// Once the Conn is closed it sends nothing and returns ErrNotHeld: Close
+// revoked the Conn's leases, and their entries with them.
 func (d driver) Delete(ctx context.Context, q claims.Queue, s *claims.Session, e claims.Entry) error {
+	if d.c.closed.Load() {
+		// Close marks every lease of the Conn lost and revokes it: the
+		// entry goes with its lease. The closed client would fail a
+		// delete only after seconds of retries; nothing is sent.
+		return claims.ErrNotHeld
+	}
 	lost := s.IsLost()
 	ok, err := d.delete(ctx, q, s.Ref().(*lease), e.Key, e.Token)
 	if err != nil {
@@ -392,40 +400,48 @@ func (d driver) deleteTxn(ctx context.Context, q claims.Queue, l *lease, key str
 // waiting after about 7 s; a put applied later escapes: docs/layout-etcd.md).
 const lateWindow = 15 * time.Second
 
-// removeUnknown removes, in the background, the entry key a put of
-// unknown outcome (timed out or abandoned) may have written on l. The put
-// may be applied after a first removal found nothing, leaving on the
-// shared lease an entry no claim removes, blocking later lockers for the
-// Conn's life. So the removal is retried until etcd answers (or the lease
-// or Conn goes), and if it found nothing, the key is watched for
-// lateWindow and a put on l removed too; the name stays taken meanwhile,
-// so no later entry of the Conn is mistaken for the late one. An own
-// lease is revoked instead: no put on it can be applied after.
+// removeUnknown removes the entry key a put of unknown outcome (timed out
+// or abandoned) may have written on l. Its first attempt runs before it
+// returns (bounded by defaultCleanupTimeout), so that a Lock given up
+// returns once its entry is gone and the next contender never waits on
+// an entry nobody owns; the rest runs in the background. The put may be
+// applied after a first removal found nothing, leaving on the shared
+// lease an entry no claim removes, blocking later lockers for the Conn's
+// life. So the removal is retried until etcd answers (or the lease or
+// Conn goes), and if it found nothing, the key is watched for lateWindow
+// and a put on l removed too; the name stays taken meanwhile, so no later
+// entry of the Conn is mistaken for the late one. An own lease is revoked
+// instead: no put on it can be applied after.
 func (d driver) removeUnknown(q claims.Queue, l *lease, key string) {
 	if l.own {
-		d.remove(q, l, key, 0, true)
+		d.remove(q, l, key, 0, false)
 		return
 	}
 	c := d.c
+	lctx, cancel := backendkit.Linked(c.ctx, l.lostCtx)
+	// op deletes the key if on l; done: deleted, or no answer before
+	// the Conn or the lease went (rev: the answer's revision).
+	var rev int64
+	var done bool
+	op := func(ctx context.Context) error {
+		resp, err := d.deleteTxn(ctx, q, l, key, 0)
+		if err == nil {
+			rev, done = resp.Header.Revision, resp.Succeeded
+		}
+		return err
+	}
+	del := func(first error) {
+		done = true
+		c.retry(lctx, "deleting "+key, op, first)
+	}
+	done = true
+	first := c.attempt(lctx, "deleting "+key, op)
 	go func() {
 		defer c.freeKey(key)
-		lctx, cancel := backendkit.Linked(c.ctx, l.lostCtx)
 		defer cancel()
-		// del deletes the key if on l, retried until etcd answers; done:
-		// deleted, or no answer before the Conn or the lease went.
-		del := func() (rev int64, done bool) {
-			done = true
-			op := func(ctx context.Context) error {
-				resp, err := d.deleteTxn(ctx, q, l, key, 0)
-				if err == nil {
-					rev, done = resp.Header.Revision, resp.Succeeded
-				}
-				return err
-			}
-			c.retry(lctx, "deleting "+key, op, c.attempt(lctx, "deleting "+key, op))
-			return rev, done
+		if first != nil {
+			del(first)
 		}
-		rev, done := del()
 		if done {
 			return
 		}
@@ -437,7 +453,7 @@ func (d driver) removeUnknown(q claims.Queue, l *lease, key string) {
 				late = late || ev.Type == mvccpb.PUT && ev.Kv.Lease == int64(l.id)
 			}
 			if late {
-				del()
+				del(c.attempt(lctx, "deleting "+key, op))
 				return
 			}
 		}

@@ -14,13 +14,13 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// lateWatches counts the goroutines of removeUnknown (the removal of a
-// put of unknown outcome, and its late-put watch) running in the process,
-// and of those, the ones waiting on their watch's channel (past the
-// first removal, which found nothing).
+// lateWatches counts the goroutines removeUnknown started (the retried
+// removal of a put of unknown outcome, and its late-put watch) running in
+// the process, and of those, the ones waiting on their watch's channel
+// (past the first removal, which found nothing).
 func lateWatches() (running, watching int) {
 	for _, g := range stacks.All() {
-		if !strings.Contains(g, "etcd2topo.driver.removeUnknown.func1(") {
+		if !strings.Contains(g, "created by github.com/topokit/topokit/topo/etcd2topo.driver.removeUnknown in") {
 			continue
 		}
 		running++

@@ -148,3 +148,56 @@ func slowAndOther(t *testing.T, d time.Duration) (context.Context, string, *faul
 // proven while each answer comes within 23/60 of its timeout (the package
 // doc, Sessions), 1.5 s of testSessionTimeout.
 const slowSessionTimeout = 10 * time.Second
+
+// TestAbandonedLockGoneOnReturn: a Lock whose context ends while its
+// entry's create is answering returns only once that entry is gone from
+// the server: the next contender never waits on an entry nobody owns.
+// Answers to the slow Conn are delayed, so the entry shows on the server
+// well before the Lock hears of it. Before, the Lock returned at once and
+// the entry was deleted in the background when the answer came, after
+// the Lock had returned.
+func TestAbandonedLockGoneOnReturn(t *testing.T) {
+	ctx, root, px, slow, other, raw := slowAndOther(t, time.Minute)
+	_, err := other.Create(ctx, "d/info", []byte("x"))
+	require.NoError(t, err)
+
+	px.SetDelay(500 * time.Millisecond)
+	defer px.SetDelay(0)
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		ld, err := slow.Lock(lctx, "d", "abandoned")
+		if err == nil {
+			err = ld.Unlock(ctx)
+			if err == nil {
+				err = errLockTaken
+			}
+		}
+		errc <- err
+	}()
+	require.Eventually(t, func() bool {
+		names, _, err := raw.Children(root + "/d/locks")
+		return err == nil && len(names) == 1
+	}, 30*time.Second, 5*time.Millisecond, "the slow Lock's entry never showed")
+	px.Blackhole() // the create's answer is held
+	cancel()
+	var err2 error
+	select {
+	case err2 = <-errc:
+	case <-time.After(200 * time.Millisecond):
+		// The Lock waits for the create's answer (or the old code
+		// waits for its pipelined read's): let them through.
+		// A shorter delay from now on: the frames queued behind the
+		// hole come within the Lock's grace.
+		px.SetDelay(100 * time.Millisecond)
+		px.Heal()
+		err2 = <-errc
+	}
+	require.ErrorIs(t, err2, topo.Interrupted)
+	names, _, err := raw.Children(root + "/d/locks")
+	if err != zk.ErrNoNode {
+		require.NoError(t, err)
+	}
+	require.Empty(t, names, "the abandoned Lock returned before its entry left the server")
+}

@@ -44,8 +44,12 @@ type created struct {
 
 // createEntryWith runs create (one entry under parentZp on session s, a
 // candidate with its value znode in the same multi; lock: a lock's)
-// honouring ctx, and records the entry; an abandoned one is deleted
-// (dropEntry).
+// and records the entry. When ctx ends first, it waits for the create's
+// answer (at most abandonGrace) and deletes an entry it made (dropEntry)
+// before it returns ctx's error: the entry is gone from the server then,
+// unless the server did not answer within the grace (then it is deleted
+// in the background when the answer comes) or the session ended (its
+// entries went with it).
 func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp string, lock bool, create func() (created, error)) (created, error) {
 	select {
 	case c.sem <- struct{}{}:
@@ -96,6 +100,22 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 	case r := <-results:
 		return r.created, r.err
 	case <-ctx.Done():
+		// The create may have made its entry: wait for its answer, for
+		// at most abandonGrace, and delete the entry before returning,
+		// so that the next contender never waits on an entry nobody
+		// owns. Past the grace (the server not answering), or once the
+		// Conn closes, the entry is deleted when the answer comes.
+		t := time.NewTimer(abandonGrace)
+		defer t.Stop()
+		select {
+		case r := <-results:
+			if r.err == nil {
+				c.dropEntry(s, r.node, !lock)
+			}
+			return created{}, backendkit.FromContext(ctx, p)
+		case <-t.C:
+		case <-c.closing:
+		}
 		close(abandoned)
 		select {
 		case r := <-results:
@@ -107,6 +127,11 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 		return created{}, backendkit.FromContext(ctx, p)
 	}
 }
+
+// abandonGrace bounds how long a create whose caller's context ended
+// waits for its answer, to delete the entry it made before it returns
+// (createEntryWith).
+const abandonGrace = 5 * time.Second
 
 // createEnded records that a create under parentZp ended (s.mu held).
 func (s *zkSession) createEnded(parentZp string) {

@@ -95,6 +95,7 @@ type Options struct {
 
 	defect           claims.Defect // the mutation kit's (mutants_test.go)
 	libraryPingsOnly bool          // tests: no pinger
+	txnRetry         func()        // tests: run before each multi of a Txn after its first
 
 	// Dialer, if set, replaces net.DialTimeout.
 	Dialer func(network, address string, timeout time.Duration) (net.Conn, error)

@@ -48,7 +48,13 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // When it fails at a condition while a write of lower index comes after
 // it, the next multi leaves that op out and ends with a check that always
 // fails (one round trip more, on that failure only), so that the
-// *topo.TxnError names the first failing op in the caller's order. Per op:
+// *topo.TxnError names the first failing op in the caller's order. The op
+// left out is sent again in that multi after the ops before it (those
+// after it left out too), before the check, when none of them names its
+// path or one above or below it and it has no missing parent: the op
+// named then fails with every op before it passing at one instant, also
+// while other clients write; when it passes too, the Stats are read again
+// and the Txn starts over. Per op:
 //
 //   - IfHeld(f): a check (any version) of the claim's entry, the multi run
 //     on the claim's session behind a sync and an exists of the entry (one
@@ -130,7 +136,7 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	if err != nil {
 		return nil, err
 	}
-	t := &txn{c: c, ops: tops, st: make([]opState, len(tops)), claims: make([]fenceClaim, len(tops)), excluded: map[int]bool{}}
+	t := &txn{c: c, ops: tops, st: make([]opState, len(tops)), claims: make([]fenceClaim, len(tops)), excluded: map[int]bool{}, pin: -1}
 	for i, op := range tops {
 		if op.Kind == topo.TxnIfHeld {
 			cl, ok := claimOf(op.Fence)
@@ -253,6 +259,7 @@ type txn struct {
 	guard       *zkSession      // the claims' session, nil when no IfHeld
 	s           *zkSession      // the session the multi runs on
 	excluded    map[int]bool    // ops known to fail, left out of the next multi (see run)
+	pin         int             // the lowest excluded op, sent again after every other op (see run); -1: none
 	above       map[string]bool // the paths above the files the CreateOps and UpdateOps write (writeParents)
 	parentsRead bool            // the last failure was handled by parents: no new reads
 }
@@ -335,7 +342,7 @@ func (t *txn) build() []mreq {
 			mreq{&zk.CheckVersionRequest{Path: zp, Version: st.Version}, i, roleKind},
 			mreq{&zk.CheckVersionRequest{Path: zp, Version: -2}, i, roleSentinel})
 	}
-	for _, i := range backendkit.ConditionsFirst(t.ops, func(i int) bool { return t.excluded[i] }) {
+	emit := func(i int) {
 		op := t.ops[i]
 		zp := c.zkPath(op.Path)
 		s := &t.st[i]
@@ -437,7 +444,13 @@ func (t *txn) build() []mreq {
 			}
 		}
 	}
+	for _, i := range backendkit.ConditionsFirst(t.ops, func(i int) bool { return t.excluded[i] }) {
+		emit(i)
+	}
 	if len(t.excluded) > 0 {
+		if t.pin >= 0 {
+			emit(t.pin) // after every other op: see run
+		}
 		out = append(out, mreq{&zk.CheckVersionRequest{Path: "/", Version: -2}, -1, roleEnd})
 	}
 	return append(pre, out...)
@@ -675,6 +688,9 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 		if err := t.emptyOntoChildren(); err != nil {
 			return nil, err
 		}
+		if h := c.opts.txnRetry; h != nil && attempt > 0 {
+			h()
+		}
 		if attempt > 0 || len(first) > 0 || t.guard != nil {
 			m = t.build()
 			if err := t.checkSize(m); err != nil {
@@ -729,12 +745,30 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			return nil, c.convert(err, "")
 		}
 		if m[j].role == roleEnd {
-			// Every op left in passed: the lowest excluded one failed first.
-			return nil, lowErr
+			if t.pin < 0 {
+				// Every op left in passed: the lowest excluded one failed
+				// first (as the multi that excluded it saw it).
+				return nil, lowErr
+			}
+			// Every op passed, the lowest excluded one too (sent last):
+			// a concurrent writer changed what failed it. Start again
+			// from fresh Stats.
+			clear(t.excluded)
+			t.pin, low, lowErr = -1, -1, nil
+			if err := t.read(ctx, t.statIndexes(), true, true); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		done, err := t.failed(ctx, m[j], res[j].Error)
 		if done {
 			if !opFailure(err) {
+				return nil, err
+			}
+			if m[j].op == t.pin {
+				// The lowest excluded op, sent after every other, fails
+				// while they all passed: it fails first, at this
+				// multi's instant.
 				return nil, err
 			}
 			if low < 0 || m[j].op < low {
@@ -748,7 +782,7 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 					before[r.op] = true
 				}
 			}
-			passed := true
+			passed := m[j].op == low || t.pin < 0
 			for i := range low {
 				passed = passed && (t.excluded[i] || before[i])
 			}
@@ -756,6 +790,15 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 				return nil, lowErr
 			}
 			t.excluded[m[j].op] = true
+			t.pin = -1
+			if t.pinnable(low) {
+				// The ops after it cannot be the first failing one: not
+				// sent (nor can they fail the multi before it).
+				t.pin = low
+				for i := low + 1; i < len(t.ops); i++ {
+					t.excluded[i] = true
+				}
+			}
 			continue
 		}
 		// Fresh Stats of every op (not one op per attempt) and the
@@ -764,13 +807,7 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			t.parentsRead = false
 			continue
 		}
-		var idx []int
-		for i, op := range t.ops {
-			if op.Kind != topo.TxnIfHeld {
-				idx = append(idx, i)
-			}
-		}
-		if err := t.read(ctx, idx, true, true); err != nil {
+		if err := t.read(ctx, t.statIndexes(), true, true); err != nil {
 			return nil, err
 		}
 	}
@@ -778,6 +815,42 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 		return nil, lowErr
 	}
 	return nil, backendkit.Wrap(topo.ResourceExhausted, "", ErrTxnContention)
+}
+
+// statIndexes returns the ops whose Stats a round of reads reads: all
+// but IfHeld's (verify reads those).
+func (t *txn) statIndexes() []int {
+	var idx []int
+	for i, op := range t.ops {
+		if op.Kind != topo.TxnIfHeld {
+			idx = append(idx, i)
+		}
+	}
+	return idx
+}
+
+// pinnable reports whether op k (the lowest op known to fail) may be sent
+// after the ops before it, which alone the multi then holds besides it
+// (build, t.pin): none of them names its path, an ancestor or a
+// descendant of it, and its Stat showed no missing parent (a probe of one
+// would see the creates before it), so that what it meets there is what
+// it would meet first. An IfHeld's entry is no op's path (entryCheck).
+func (t *txn) pinnable(k int) bool {
+	if k < 0 || len(t.st[k].missing) > 0 {
+		return false
+	}
+	if t.ops[k].Kind == topo.TxnIfHeld {
+		return true
+	}
+	related := func(a, b string) bool {
+		return a == b || a == "" || b == "" || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/")
+	}
+	for _, op := range t.ops[:k] {
+		if op.Kind != topo.TxnIfHeld && related(op.Path, t.ops[k].Path) {
+			return false
+		}
+	}
+	return true
 }
 
 // verify reads, on the claims' session, a sync and then an exists of each
