@@ -179,12 +179,15 @@ type Monitor interface {
 	Monitor(q Queue, s *Session, e Entry, done <-chan struct{})
 }
 
-// ErrNotHeld is what Delete, SetValue and Resume return when the entry is
-// gone or its session ended.
+// ErrNotHeld is what Delete, SetValue and Resume (and Acquire) return when
+// the entry is gone or its session ended. The engine finds it with
+// errors.Is, so a driver may wrap it; it does not go through MapError.
 var ErrNotHeld = errors.New("claims: the entry is gone or its session ended")
 
 // BusyError is what Create with Exclusive returns when the queue is not
-// empty: Head is its head, the holder TryLock names.
+// empty: Head is its head, the holder TryLock names. The engine finds it
+// with errors.As, so a driver may wrap it; it does not go through
+// MapError.
 type BusyError struct{ Head Entry }
 
 // Error implements error.
