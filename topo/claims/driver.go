@@ -90,7 +90,9 @@ type Driver interface {
 	// one when there is none or it ended), in one request, and returns it
 	// with that session. The entry's token is greater than every token q
 	// had before. With opts.Exclusive it fails with *BusyError naming the
-	// head when q has another entry.
+	// head when q has another entry; with opts.RequireFiles, with
+	// backendkit.LockNeedsFiles's error when no file is below q.Path (see
+	// CreateOptions). Either way it creates nothing then.
 	Create(ctx context.Context, q Queue, contents string, opts CreateOptions) (Entry, *Session, error)
 
 	// List returns q's entries, oldest (lowest token) first, in one read.
