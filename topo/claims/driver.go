@@ -90,7 +90,9 @@ type Driver interface {
 	// one when there is none or it ended), in one request, and returns it
 	// with that session. The entry's token is greater than every token q
 	// had before. With opts.Exclusive it fails with *BusyError naming the
-	// head when q has another entry.
+	// head when q has another entry; with opts.RequireFiles, with
+	// backendkit.LockNeedsFiles's error when no file is below q.Path (see
+	// CreateOptions). Either way it creates nothing then.
 	Create(ctx context.Context, q Queue, contents string, opts CreateOptions) (Entry, *Session, error)
 
 	// List returns q's entries, oldest (lowest token) first, in one read.
@@ -186,12 +188,15 @@ type Monitor interface {
 	Monitor(q Queue, s *Session, e Entry, done <-chan struct{})
 }
 
-// ErrNotHeld is what Delete, SetValue and Resume return when the entry is
-// gone or its session ended.
+// ErrNotHeld is what Delete, SetValue and Resume (and Acquire) return when
+// the entry is gone or its session ended. The engine finds it with
+// errors.Is, so a driver may wrap it; it does not go through MapError.
 var ErrNotHeld = errors.New("claims: the entry is gone or its session ended")
 
 // BusyError is what Create with Exclusive returns when the queue is not
-// empty: Head is its head, the holder TryLock names.
+// empty: Head is its head, the holder TryLock names. The engine finds it
+// with errors.As, so a driver may wrap it; it does not go through
+// MapError.
 type BusyError struct{ Head Entry }
 
 // Error implements error.

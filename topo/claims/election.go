@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -196,13 +197,13 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 	p.mu.Unlock()
 	if cl != nil && cl.err() == nil && setValue {
 		switch err := p.e.d.SetValue(ctx, p.q, cl.sess, cl.current(), value); {
-		case err == ErrNotHeld && leading:
+		case errors.Is(err, ErrNotHeld) && leading:
 			// The store took the term away before its leader saw it: it
 			// ends lost here, and a new candidacy publishes value (never
 			// the ended term's context returned as if value were
 			// published).
 			cl.end(stateLost)
-		case err != nil && err != ErrNotHeld: // a waiting entry publishes at its grant
+		case err != nil && !errors.Is(err, ErrNotHeld): // a waiting entry publishes at its grant
 			return nil, p.e.d.MapError(ctx, err, p.q.Path)
 		}
 	}
@@ -407,7 +408,7 @@ func (p *participation) Proclaim(ctx context.Context, value []byte) error {
 		return topo.NewError(topo.NotLeader, p.q.Path)
 	}
 	err := p.e.d.SetValue(ctx, p.q, cl.sess, cl.current(), slices.Clone(value))
-	if err == ErrNotHeld {
+	if errors.Is(err, ErrNotHeld) {
 		return backendkit.Wrap(topo.NotLeader, p.q.Path, err)
 	}
 	return p.e.d.MapError(ctx, err, p.q.Path)

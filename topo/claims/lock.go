@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/topokit/topokit/topo"
@@ -233,7 +234,7 @@ func (l *lockDescriptor) Unlock(ctx context.Context) error {
 	switch {
 	case err == nil:
 		return nil
-	case err == ErrNotHeld:
+	case errors.Is(err, ErrNotHeld):
 		return backendkit.Wrap(topo.LockLost, l.q.Path, err)
 	}
 	go l.eng.removeLater(&l.claim)

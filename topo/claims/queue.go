@@ -425,7 +425,7 @@ func (e *Engine) acquire(ctx context.Context, cl *claim) error {
 		close(done)
 	}()
 	got, err := e.acquirer.Acquire(ctx, cl.q, cl.sess, ent)
-	if err == ErrNotHeld {
+	if errors.Is(err, ErrNotHeld) {
 		cl.end(stateLost)
 		return errEntryGone
 	}
@@ -480,7 +480,7 @@ func (e *Engine) withdraw(cl *claim) {
 		err = e.d.Delete(ctx, cl.q, cl.sess, cl.current())
 		ctx.end()
 	}
-	if err != nil && err != ErrNotHeld {
+	if err != nil && !errors.Is(err, ErrNotHeld) {
 		go e.removeLater(cl)
 	}
 }
@@ -506,7 +506,7 @@ func (e *Engine) removeLater(cl *claim) {
 		ctx, cancel := context.WithTimeout(context.Background(), removeGrace)
 		err := e.d.Delete(ctx, cl.q, cl.sess, cl.current())
 		cancel()
-		if err == nil || err == ErrNotHeld {
+		if err == nil || errors.Is(err, ErrNotHeld) {
 			return
 		}
 		pause = min(2*pause, 5*time.Second)

@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"errors"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
@@ -68,7 +69,7 @@ func (e *Engine) ResumeParticipation(ctx context.Context, q Queue, contents stri
 // resume takes back the candidacy info describes (Driver.Resume) for p.
 func (e *Engine) resume(ctx context.Context, p *participation, info []byte) (topo.LeaderParticipation, error) {
 	ent, s, err := e.d.Resume(ctx, p.q, p.id, info)
-	if err == ErrNotHeld {
+	if errors.Is(err, ErrNotHeld) {
 		return nil, backendkit.Wrap(topo.LockLost, p.q.Path, err)
 	}
 	if err != nil {

@@ -125,8 +125,11 @@ type Options struct {
 
 	// FaultyStore returns a store that survives a fault of its own (a
 	// 3-node ZooKeeper ensemble losing its leader, a 3-member etcd cluster
-	// with a member restarted, a restarted Consul agent), for the
-	// linearizability and read-your-writes checks under faults.
+	// with a member restarted, a restarted Consul agent; a store in
+	// process has no server to lose: a burst of requests refused with
+	// Unavailable, as memorytopo's injected faults and the template's
+	// Store.Restart do), for the linearizability and read-your-writes
+	// checks under faults.
 	FaultyStore func(t *testing.T) FaultyStore
 }
 
