@@ -6,7 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -163,12 +165,16 @@ type fileJSON struct {
 	// JSON or text it holds); DecodeError says why a value of a known
 	// type does not decode. Type is the record's message type, and
 	// JSONEdit says the record decodes fully as it, so that its JSON
-	// encodes back to the same record (a record with fields its type
-	// lacks is edited as text or hex, which keep them).
-	Type        string `json:"type,omitempty"`
-	Decoded     string `json:"decoded,omitempty"`
-	DecodeError string `json:"decodeError,omitempty"`
-	JSONEdit    bool   `json:"jsonEdit,omitempty"`
+	// encodes back to the same record, and that a save of that JSON fits
+	// in a request (Options.MaxBody); JSONEditError, for a record of a
+	// known type, says why not (a record with fields its type lacks is
+	// edited as text or hex, which keep them; so is one whose JSON is too
+	// large to send back).
+	Type          string `json:"type,omitempty"`
+	Decoded       string `json:"decoded,omitempty"`
+	DecodeError   string `json:"decodeError,omitempty"`
+	JSONEdit      bool   `json:"jsonEdit,omitempty"`
+	JSONEditError string `json:"jsonEditError,omitempty"`
 	// Meta is what the store keeps about the path (inspect.StoreMeta).
 	Meta map[string]any `json:"meta,omitempty"`
 }
@@ -196,10 +202,29 @@ func (s *Server) describe(p string, value []byte, v topo.Version) fileJSON {
 	}
 	if md, err := s.opts.Decoder.TypeFor(p); err == nil {
 		f.Type = string(md.FullName())
-		_, err := s.opts.Decoder.JSON(md, value, true)
+		js, err := s.opts.Decoder.JSON(md, value, true)
+		if err == nil {
+			if n := jsonSaveSize(f, js); n > s.opts.MaxBody {
+				err = fmt.Errorf("its JSON is too large to save: a save of it is a request of %d bytes, more than the %d bytes a request may hold", n, s.opts.MaxBody)
+			}
+		}
 		f.JSONEdit = err == nil
+		if err != nil {
+			f.JSONEditError = err.Error()
+		}
 	}
 	return f
+}
+
+// jsonSaveSize is the size in bytes of the page's save of f unchanged as
+// JSON (js), its writeRequest with the value in hex as base, or a little
+// more: the JSON is escaped as encoding/json escapes it, which escapes
+// more than the page does.
+func jsonSaveSize(f fileJSON, js []byte) int64 {
+	value, _ := json.Marshal(string(js))
+	base := f.Hex
+	req, _ := json.Marshal(writeRequest{Path: f.Path, Version: f.Version, Base: &base, Format: "json"})
+	return int64(len(req) + len(value))
 }
 
 // filesFor is the Conn that reads the file at p (canonical): Files, or

@@ -534,7 +534,7 @@ function drawFile(f, keepEditor) {
 // holds f's value exactly, so that the review diffs against the very
 // bytes a save replaces. Hex always; text when textEditable; JSON when
 // the record decodes fully as its type (jsonEdit: its JSON encodes back
-// to the same record). A record of a known type that does not decode, or
+// to the same record, and a save of it fits in a request). A record of a known type that does not decode, or
 // holds fields its type lacks, is not offered as JSON: the editor opened
 // empty in it, the review diffed from nothing, and a save replaced bytes
 // the user never saw.
@@ -547,7 +547,7 @@ function formatOffered(f, format) {
 // notOffered says why format is not offered for f (see formatOffered).
 function notOffered(f, format) {
   if (format === "json") {
-    return "not editable as JSON: " + (f.decodeError ? f.decodeError : f.type ? "it holds fields " + f.type + " does not have" : "no record type for this path");
+    return "not editable as JSON: " + (f.jsonEditError || f.decodeError || (f.type ? "not a " + f.type : "no record type for this path"));
   }
   return f.text == null ? "not text" : "a text holding a carriage return, which the editor would turn into a line feed";
 }

@@ -1,0 +1,76 @@
+package ui_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// shardReplication is a ShardReplication record of n bytes or a few
+// less: as many nodes (tablet zone1-100) as fit.
+func shardReplication(n int) string {
+	alias := protowire.AppendTag(nil, 1, protowire.BytesType)
+	alias = protowire.AppendString(alias, "zone1")
+	alias = protowire.AppendTag(alias, 2, protowire.VarintType)
+	alias = protowire.AppendVarint(alias, 100)
+	node := protowire.AppendTag(nil, 1, protowire.BytesType)
+	node = protowire.AppendBytes(node, alias)
+	one := protowire.AppendTag(nil, 1, protowire.BytesType)
+	one = protowire.AppendBytes(one, node)
+	return strings.Repeat(string(one), n/len(one))
+}
+
+// TestFormatsOfferedSaveAtSizeLimit: a value of topo.MaxValueSize bytes
+// (or nearly) saves, unchanged, in every format the page offers for it,
+// as the page sends it (the value in that format, and the base in hex),
+// within the default bound of a request body. JSON was offered for a
+// ShardReplication of that size, whose JSON is several times larger:
+// its save was refused (413), whatever the edit. JSON is not offered
+// for a record whose JSON cannot be sent back; the answer says why.
+func TestFormatsOfferedSaveAtSizeLimit(t *testing.T) {
+	h := newHarness(t, true)
+	files := map[string]string{
+		"big/bin":                                strings.Repeat("\xff", topo.MaxValueSize),
+		"big/quotes":                             strings.Repeat(`"\`, topo.MaxValueSize/2),
+		"big/lines":                              strings.Repeat("\t\n", topo.MaxValueSize/2),
+		"keyspaces/ks/shards/0/ShardReplication": shardReplication(topo.MaxValueSize),
+	}
+	for p, v := range files {
+		h.put(p, v)
+	}
+	for p, v := range files {
+		status, body := h.do("GET", "/api/file?path=/"+p, "", nil)
+		require.Equal(t, http.StatusOK, status, p)
+		var f struct {
+			Version, Hex, Decoded, JSONEditError string
+			Text                                 *string
+			JSONEdit                             bool
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &f), p)
+		formats := map[string]string{"hex": f.Hex}
+		if f.Text != nil {
+			formats["text"] = *f.Text
+		}
+		if f.JSONEdit {
+			formats["json"] = f.Decoded
+		} else if strings.HasSuffix(p, "ShardReplication") {
+			require.Contains(t, f.JSONEditError, "too large", p)
+		}
+		for format, value := range formats {
+			req, err := json.Marshal(map[string]string{"path": "/" + p, "version": f.Version, "base": f.Hex, "format": format, "value": value})
+			require.NoError(t, err)
+			status, body := h.write("PUT", "/api/file", string(req))
+			require.Equal(t, http.StatusOK, status, "%s as %s (a request of %d bytes): %s", p, format, len(req), body)
+			require.Equal(t, v, h.value(p), p)
+			status, body = h.do("GET", "/api/file?path=/"+p, "", nil)
+			require.Equal(t, http.StatusOK, status, p)
+			require.NoError(t, json.Unmarshal([]byte(body), &f), p)
+		}
+	}
+}
