@@ -169,12 +169,17 @@ type fileJSON struct {
 	// in a request (Options.MaxBody); JSONEditError, for a record of a
 	// known type, says why not (a record with fields its type lacks is
 	// edited as text or hex, which keep them; so is one whose JSON is too
-	// large to send back).
+	// large to send back, or does not encode back). JSONReencoded says
+	// that a save of that JSON, even unchanged, stores other bytes than
+	// the value's: the same record, encoded anew (deterministically: map
+	// entries sorted by key, fields in number order), which the JSON's
+	// diff does not show.
 	Type          string `json:"type,omitempty"`
 	Decoded       string `json:"decoded,omitempty"`
 	DecodeError   string `json:"decodeError,omitempty"`
 	JSONEdit      bool   `json:"jsonEdit,omitempty"`
 	JSONEditError string `json:"jsonEditError,omitempty"`
+	JSONReencoded bool   `json:"jsonReencoded,omitempty"`
 	// Meta is what the store keeps about the path (inspect.StoreMeta).
 	Meta map[string]any `json:"meta,omitempty"`
 }
@@ -207,6 +212,14 @@ func (s *Server) describe(p string, value []byte, v topo.Version) fileJSON {
 			if n := jsonSaveSize(f, js); n > s.opts.MaxBody {
 				err = fmt.Errorf("its JSON is too large to save: a save of it is a request of %d bytes, more than the %d bytes a request may hold", n, s.opts.MaxBody)
 			}
+		}
+		if err == nil {
+			// (what a save of the JSON unchanged would store)
+			var enc []byte
+			if enc, err = s.encode(p, writeRequest{Format: "json", Value: string(js)}); err != nil {
+				err = fmt.Errorf("its JSON does not encode back: %w", err)
+			}
+			f.JSONReencoded = err == nil && !bytes.Equal(enc, value)
 		}
 		f.JSONEdit = err == nil
 		if err != nil {

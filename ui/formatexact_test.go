@@ -3,6 +3,8 @@ package ui_test
 import (
 	"context"
 	"encoding/hex"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -143,4 +145,36 @@ func TestBrowserRebaseOnBinaryNotAsText(t *testing.T) {
 	p.wait("the review says why there is no diff", has("#diff", "is not text: a save would replace bytes not shown here"))
 	p.forceSave()
 	requireValue(t, conn, "d/y", string(value))
+}
+
+// TestBrowserJSONReencodedSaid: a record whose bytes are not those its
+// JSON encodes to (a Tablet written by Vitess, its port_map entries in
+// map order: the page encodes them sorted by key) still edits as JSON,
+// and the review says that the save replaces its bytes beyond the JSON's
+// diff. It showed the JSON's diff only. A record stored as its JSON
+// encodes it is reviewed without the note.
+func TestBrowserJSONReencodedSaid(t *testing.T) {
+	conn := memtest.New(t, memtest.Options{}).Server.GlobalCell()
+	ctx := context.Background()
+	for _, id := range []string{"100", "101"} {
+		b, err := os.ReadFile("../testdata/vitess/vitess-local/zone1/tablets/zone1-0000000" + id + "/Tablet")
+		require.NoError(t, err)
+		_, err = conn.Create(ctx, "tablets/t"+id+"/Tablet", b)
+		require.NoError(t, err)
+	}
+	p, _ := stalePageOn(t, conn, nil, asWritable)
+	for _, c := range []struct {
+		id   string
+		note bool
+	}{{"101", true}, {"100", false}} {
+		p.open("/tablets/t" + c.id)
+		p.openFile("/tablets/t" + c.id + "/Tablet")
+		p.click("#edit")
+		require.Equal(t, "json", p.editorState()[1], c.id)
+		p.run("edit the hostname", `(() => { const e = document.querySelector("#editor"); e.value = e.value.replace('"hostname": "', '"hostname": "x'); return true; })()`)
+		p.click("#review")
+		p.wait(c.id+": the diff", has("#diff .add", `"hostname": "x`))
+		require.Equal(t, c.note, strings.Contains(p.text("#diff"), "the save replaces its bytes with other ones beyond this diff"), "tablet %s: the note said", c.id)
+		p.click("#cancel-edit")
+	}
 }

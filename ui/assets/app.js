@@ -606,7 +606,8 @@ function closeEditor() {
 // review diffs the editor against the value it edits on, in the format
 // chosen, and enables Save when they differ. When that format cannot show
 // the value exactly (see setBase) there is no diff to show: it says so,
-// and Save stays disabled.
+// and Save stays disabled. A record whose bytes are not those its JSON
+// encodes to (jsonReencoded) is said to be replaced beyond the diff.
 function review() {
   const format = $("#format").value;
   if (!formatOffered(state.base, format)) {
@@ -616,6 +617,10 @@ function review() {
     return;
   }
   const changed = renderDiff($("#diff"), currentAs(state.base, format), $("#editor").value);
+  if (changed && format === "json" && state.base.jsonReencoded) {
+    $("#diff").append(el("div", { class: "del" }, "Besides: the record is stored encoded anew, and version " + state.base.version +
+      " is encoded otherwise: the save replaces its bytes with other ones beyond this diff (the same fields and values, e.g. map entries in another order; Hex shows them)."));
+  }
   $("#save").disabled = !changed || state.saving === state.editSeq;
 }
 
