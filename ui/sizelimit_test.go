@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -72,5 +73,34 @@ func TestFormatsOfferedSaveAtSizeLimit(t *testing.T) {
 			require.Equal(t, http.StatusOK, status, p)
 			require.NoError(t, json.Unmarshal([]byte(body), &f), p)
 		}
+	}
+}
+
+// TestBrowserEditAtSizeLimit: values of topo.MaxValueSize bytes edit
+// through the page, reviewed and saved, as hex and as text.
+func TestBrowserEditAtSizeLimit(t *testing.T) {
+	p, _, conn := stalePage(t, nil, asWritable)
+	ctx := context.Background()
+	bin := strings.Repeat("\xff", topo.MaxValueSize)
+	_, err := conn.Create(ctx, "big/bin", []byte(bin))
+	require.NoError(t, err)
+	text := strings.Repeat("\"line\\\"\n", topo.MaxValueSize/8)
+	_, err = conn.Create(ctx, "big/text", []byte(text))
+	require.NoError(t, err)
+	p.open("/big")
+	for _, c := range []struct{ file, format, edit, want string }{
+		{"/big/bin", "hex", `e.value = e.value.slice(0, -2) + "fe"`, bin[:len(bin)-1] + "\xfe"},
+		{"/big/text", "text", `e.value = "x" + e.value.slice(1)`, "x" + text[1:]},
+	} {
+		p.openFile(c.file)
+		p.click("#edit")
+		require.Equal(t, c.format, p.editorState()[1], c.file)
+		p.run("edit "+c.file, `(() => { const e = document.querySelector("#editor"); `+c.edit+`; return true; })()`)
+		p.click("#review")
+		p.wait(c.file+": the diff", `document.querySelectorAll("#diff .add").length === 1 && document.querySelectorAll("#diff .del").length === 1 && !document.querySelector("#save").disabled`)
+		p.click("#save")
+		p.wait(c.file+": saved", `document.querySelector("#editor-box").hidden`)
+		require.Empty(t, p.text("#error"), c.file)
+		requireValue(t, conn, c.file[1:], c.want)
 	}
 }
