@@ -178,3 +178,25 @@ func TestBrowserJSONReencodedSaid(t *testing.T) {
 		p.click("#cancel-edit")
 	}
 }
+
+// TestBrowserCreateOverAppearedFile: a file another writer creates while
+// the page asks for a new file's contents is not overwritten: the
+// creation is refused, and the page says the file exists and lists it.
+// It said only "node already exists: d/n".
+func TestBrowserCreateOverAppearedFile(t *testing.T) {
+	p, _, conn := stalePage(t, []string{"d/x"}, asWritable)
+	p.open("/d")
+	p.click("#new-file")
+	p.wait("the path question", has("#modal-text", "Create a file"))
+	p.fill("#modal-input", "n")
+	p.click("#modal-ok")
+	p.wait("the contents question", has("#modal-text", "Contents of /d/n"))
+	_, err := conn.Create(context.Background(), "d/n", []byte("theirs"))
+	require.NoError(t, err)
+	p.fill("#modal-input", "mine")
+	p.click("#modal-ok")
+	p.wait("the error", `!document.querySelector("#error").hidden`)
+	require.Contains(t, p.text("#error"), "Not created: /d/n exists, created by another writer meanwhile")
+	p.wait("the file listed", `!!document.querySelector('a[data-path="/d/n"]')`)
+	requireValue(t, conn, "d/n", "theirs")
+}

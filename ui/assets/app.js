@@ -771,7 +771,14 @@ async function newFile() {
     toast("created " + p);
     await reloadDir();
     if (state.filePane.asked === asked) await openFile(p);
-  } catch (e) { showError(e.message); }
+  } catch (e) {
+    // (a file created meanwhile by another writer: the store refused the
+    // create, which replaces nothing; the listing shows that file)
+    if (e.status === 409 && e.data && e.data.current) {
+      showError("Not created: " + e.data.current.path + " exists, created by another writer meanwhile (version " + e.data.current.version + "). Nothing was written.");
+      await reloadDir();
+    } else showError(e.message);
+  }
 }
 
 async function deleteFile() {
