@@ -534,10 +534,10 @@ function drawFile(f, keepEditor) {
 // holds f's value exactly, so that the review diffs against the very
 // bytes a save replaces. Hex always; text when textEditable; JSON when
 // the record decodes fully as its type (jsonEdit: its JSON encodes back
-// to the same record, and a save of it fits in a request). A record of a known type that does not decode, or
-// holds fields its type lacks, is not offered as JSON: the editor opened
-// empty in it, the review diffed from nothing, and a save replaced bytes
-// the user never saw.
+// to the same record, and a save of it fits in a request). A record of a
+// known type that does not decode, or holds fields its type lacks, is
+// not offered as JSON: the editor opened empty in it, the review diffed
+// from nothing, and a save replaced bytes the user never saw.
 function formatOffered(f, format) {
   if (format === "json") return !!f.jsonEdit;
   if (format === "text") return textEditable(f);
