@@ -156,9 +156,12 @@ type fileJSON struct {
 	Path    string `json:"path"`
 	Version string `json:"version"`
 	Size    int    `json:"size"`
-	// Text is the value when it is printable UTF-8; Hex always.
-	Text *string `json:"text,omitempty"`
-	Hex  string  `json:"hex"`
+	// Text is the value when it is printable UTF-8; Hex always; SHA256
+	// is the value's SHA-256 (hex), which a write or a delete sends as
+	// the value it replaces (writeRequest.BaseSHA256).
+	Text   *string `json:"text,omitempty"`
+	Hex    string  `json:"hex"`
+	SHA256 string  `json:"sha256"`
 	// Decoded is the value as topoctl get --decode shows it
 	// (decode.Registry.Decode: a record as JSON, fields its type lacks
 	// under "@unknown"; a lock's, an election's or a metadata file as the
@@ -186,7 +189,7 @@ type fileJSON struct {
 
 // describe renders the value of the file at p (canonical).
 func (s *Server) describe(p string, value []byte, v topo.Version) fileJSON {
-	f := fileJSON{Path: "/" + p, Size: len(value), Hex: hex.EncodeToString(value)}
+	f := fileJSON{Path: "/" + p, Size: len(value), Hex: hex.EncodeToString(value), SHA256: valueSum(value)}
 	if v != nil {
 		f.Version = v.String()
 	}
@@ -230,14 +233,19 @@ func (s *Server) describe(p string, value []byte, v topo.Version) fileJSON {
 }
 
 // jsonSaveSize is the size in bytes of the page's save of f unchanged as
-// JSON (js), its writeRequest with the value in hex as base, or a little
-// more: the JSON is escaped as encoding/json escapes it, which escapes
-// more than the page does.
+// JSON (js), its writeRequest with the value's SHA-256 as base, or a
+// little more: the JSON is escaped as encoding/json escapes it, which
+// escapes more than the page does.
 func jsonSaveSize(f fileJSON, js []byte) int64 {
 	value, _ := json.Marshal(string(js))
-	base := f.Hex
-	req, _ := json.Marshal(writeRequest{Path: f.Path, Version: f.Version, Base: &base, Format: "json"})
+	req, _ := json.Marshal(writeRequest{Path: f.Path, Version: f.Version, BaseSHA256: &f.SHA256, Format: "json"})
 	return int64(len(req) + len(value))
+}
+
+// valueSum is the SHA-256 of value, in hex (fileJSON.SHA256).
+func valueSum(value []byte) string {
+	sum := sha256.Sum256(value)
+	return hex.EncodeToString(sum[:])
 }
 
 // filesFor is the Conn that reads the file at p (canonical): Files, or

@@ -652,7 +652,9 @@ async function save(create) {
   // (base: the value edited, refused if the store holds another at that
   // version: a ZooKeeper file created again numbers its versions from 0)
   const body = { path: base.path, version: create ? "" : base.version, format: $("#format").value, value: $("#editor").value };
-  if (!create) body.base = base.hex;
+  // (its SHA-256, not its bytes: in hex, twice the value's size, a value
+  // over the size limit, another tool's, made a request too large)
+  if (!create) body.baseSha256 = base.sha256;
   // tellSeen tells the versions of the file read while the save was asked
   // that it did not write: another writer's.
   const tellSeen = () => {
@@ -785,8 +787,8 @@ async function deleteFile() {
   const f = state.file;
   if (!(await ask("Delete the file " + f.path + " (version " + f.version + ")?"))) return;
   try {
-    // (base: the value shown, as for a save)
-    await api("DELETE", "/api/file?" + q({ path: f.path, version: f.version }), { base: f.hex });
+    // (the value shown, by its SHA-256, as for a save)
+    await api("DELETE", "/api/file?" + q({ path: f.path, version: f.version }), { baseSha256: f.sha256 });
     toast("deleted " + f.path);
     // The pane is hidden only if it still shows f; a file opened since
     // (asked for, not yet drawn) is still shown when it comes. An editor
