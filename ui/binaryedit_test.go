@@ -28,8 +28,8 @@ func TestBrowserEditBinaryNotAsText(t *testing.T) {
 }
 
 // TestBrowserConflictBinaryNotEmpty: a text edited as text, which another
-// writer makes binary meanwhile: the conflict says the value is not text.
-// It showed it empty.
+// writer makes binary meanwhile: the conflict says the value is not text,
+// and shows its bytes in hex. It showed it empty.
 func TestBrowserConflictBinaryNotEmpty(t *testing.T) {
 	p, _, conn := stalePage(t, []string{"d/y"}, asWritable)
 	value := []byte{0, 0xff, 'b', 'i', 'n'}
@@ -40,6 +40,6 @@ func TestBrowserConflictBinaryNotEmpty(t *testing.T) {
 	require.NoError(t, err)
 	p.click("#save")
 	p.wait("the conflict", `!document.querySelector("#conflict").hidden`)
-	require.Equal(t, "(not text: 5 bytes, shown in Hex)", p.text("#conflict-value"))
+	require.Equal(t, "(not text: 5 bytes, in hex below)\n000000  00 ff 62 69 6e", p.text("#conflict-value"))
 	requireValue(t, conn, "d/y", string(value))
 }

@@ -6,7 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -154,28 +156,40 @@ type fileJSON struct {
 	Path    string `json:"path"`
 	Version string `json:"version"`
 	Size    int    `json:"size"`
-	// Text is the value when it is printable UTF-8; Hex always.
-	Text *string `json:"text,omitempty"`
-	Hex  string  `json:"hex"`
+	// Text is the value when it is printable UTF-8; Hex always; SHA256
+	// is the value's SHA-256 (hex), which a write or a delete sends as
+	// the value it replaces (writeRequest.BaseSHA256).
+	Text   *string `json:"text,omitempty"`
+	Hex    string  `json:"hex"`
+	SHA256 string  `json:"sha256"`
 	// Decoded is the value as topoctl get --decode shows it
 	// (decode.Registry.Decode: a record as JSON, fields its type lacks
 	// under "@unknown"; a lock's, an election's or a metadata file as the
 	// JSON or text it holds); DecodeError says why a value of a known
 	// type does not decode. Type is the record's message type, and
 	// JSONEdit says the record decodes fully as it, so that its JSON
-	// encodes back to the same record (a record with fields its type
-	// lacks is edited as text or hex, which keep them).
-	Type        string `json:"type,omitempty"`
-	Decoded     string `json:"decoded,omitempty"`
-	DecodeError string `json:"decodeError,omitempty"`
-	JSONEdit    bool   `json:"jsonEdit,omitempty"`
+	// encodes back to the same record, and that a save of that JSON fits
+	// in a request (Options.MaxBody); JSONEditError, for a record of a
+	// known type, says why not (a record with fields its type lacks is
+	// edited as text or hex, which keep them; so is one whose JSON is too
+	// large to send back, or does not encode back). JSONReencoded says
+	// that a save of that JSON, even unchanged, stores other bytes than
+	// the value's: the same record, encoded anew (deterministically: map
+	// entries sorted by key, fields in number order), which the JSON's
+	// diff does not show.
+	Type          string `json:"type,omitempty"`
+	Decoded       string `json:"decoded,omitempty"`
+	DecodeError   string `json:"decodeError,omitempty"`
+	JSONEdit      bool   `json:"jsonEdit,omitempty"`
+	JSONEditError string `json:"jsonEditError,omitempty"`
+	JSONReencoded bool   `json:"jsonReencoded,omitempty"`
 	// Meta is what the store keeps about the path (inspect.StoreMeta).
 	Meta map[string]any `json:"meta,omitempty"`
 }
 
 // describe renders the value of the file at p (canonical).
 func (s *Server) describe(p string, value []byte, v topo.Version) fileJSON {
-	f := fileJSON{Path: "/" + p, Size: len(value), Hex: hex.EncodeToString(value)}
+	f := fileJSON{Path: "/" + p, Size: len(value), Hex: hex.EncodeToString(value), SHA256: valueSum(value)}
 	if v != nil {
 		f.Version = v.String()
 	}
@@ -196,10 +210,42 @@ func (s *Server) describe(p string, value []byte, v topo.Version) fileJSON {
 	}
 	if md, err := s.opts.Decoder.TypeFor(p); err == nil {
 		f.Type = string(md.FullName())
-		_, err := s.opts.Decoder.JSON(md, value, true)
+		js, err := s.opts.Decoder.JSON(md, value, true)
+		if err == nil {
+			if n := jsonSaveSize(f, js); n > s.opts.MaxBody {
+				err = fmt.Errorf("its JSON is too large to save: a save of it is a request of %d bytes, more than the %d bytes a request may hold", n, s.opts.MaxBody)
+			}
+		}
+		if err == nil {
+			// (what a save of the JSON unchanged would store)
+			var enc []byte
+			if enc, err = s.encode(p, writeRequest{Format: "json", Value: string(js)}); err != nil {
+				err = fmt.Errorf("its JSON does not encode back: %w", err)
+			}
+			f.JSONReencoded = err == nil && !bytes.Equal(enc, value)
+		}
 		f.JSONEdit = err == nil
+		if err != nil {
+			f.JSONEditError = err.Error()
+		}
 	}
 	return f
+}
+
+// jsonSaveSize is the size in bytes of the page's save of f unchanged as
+// JSON (js), its writeRequest with the value's SHA-256 as base, or a
+// little more: the JSON is escaped as encoding/json escapes it, which
+// escapes more than the page does.
+func jsonSaveSize(f fileJSON, js []byte) int64 {
+	value, _ := json.Marshal(string(js))
+	req, _ := json.Marshal(writeRequest{Path: f.Path, Version: f.Version, BaseSHA256: &f.SHA256, Format: "json"})
+	return int64(len(req) + len(value))
+}
+
+// valueSum is the SHA-256 of value, in hex (fileJSON.SHA256).
+func valueSum(value []byte) string {
+	sum := sha256.Sum256(value)
+	return hex.EncodeToString(sum[:])
 }
 
 // filesFor is the Conn that reads the file at p (canonical): Files, or

@@ -31,6 +31,12 @@ type writeRequest struct {
 	// version (ZooKeeper numbers the versions of a file created again
 	// from 0) is not overwritten unseen.
 	Base *string `json:"base,omitempty"`
+	// BaseSHA256, when set, is the SHA-256 of that value (hex; the
+	// sha256 of GET /api/file), checked as Base is: the page sends it
+	// rather than the value itself, twice the value's size in hex, which
+	// for a value over topo.MaxValueSize (another tool's) is more than a
+	// request may hold.
+	BaseSHA256 *string `json:"baseSha256,omitempty"`
 	// Format says how Value is written: "text" (as it is), "hex", or
 	// "json" (the record's message type, encoded as protobuf).
 	Format string `json:"format"`
@@ -120,7 +126,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 		nv, err = s.opts.Files.Create(ctx, p, value)
 	} else {
 		var v topo.Version
-		if v, err = s.shownVersion(ctx, p, req.Version, req.Base); err == nil {
+		if v, err = s.shownVersion(ctx, p, req.Version, req.Base, req.BaseSHA256); err == nil {
 			nv, err = s.opts.Files.Update(ctx, p, value, v)
 		}
 	}
@@ -141,8 +147,9 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 // it is refused by the store too. When base is not nil it is the value
 // the page showed (hex): a file holding another value at that version
 // (created again since, on a store that numbers its versions from the
-// start again: ZooKeeper) is BadVersion too.
-func (s *Server) shownVersion(ctx context.Context, p, shown string, base *string) (topo.Version, error) {
+// start again: ZooKeeper) is BadVersion too; so when baseSum is not nil
+// and is not the SHA-256 (hex) of the value.
+func (s *Server) shownVersion(ctx context.Context, p, shown string, base, baseSum *string) (topo.Version, error) {
 	value, v, err := s.opts.Conn.Get(ctx, p)
 	if err != nil {
 		return nil, err
@@ -150,7 +157,7 @@ func (s *Server) shownVersion(ctx context.Context, p, shown string, base *string
 	if v.String() != shown {
 		return nil, &topo.Error{Code: topo.BadVersion, Path: p, Err: fmt.Errorf("the page showed version %s; the file is at version %s now", shown, v)}
 	}
-	if base != nil && *base != hex.EncodeToString(value) {
+	if (base != nil && *base != hex.EncodeToString(value)) || (baseSum != nil && *baseSum != valueSum(value)) {
 		return nil, &topo.Error{Code: topo.BadVersion, Path: p, Err: fmt.Errorf("the page showed another value at version %s: the file was created again since", shown)}
 	}
 	return v, nil
@@ -179,8 +186,9 @@ func (s *Server) conflict(w http.ResponseWriter, r *http.Request, p string, err 
 
 // del deletes a file: DELETE /api/file?path=FILE&version=V, a
 // compare-and-set on V (required). An optional JSON body {"base": HEX},
-// the value shown, refuses the delete as a conflict when the file holds
-// another value at V (see writeRequest.Base).
+// the value shown, or {"baseSha256": HEX}, its SHA-256, refuses the
+// delete as a conflict when the file holds another value at V (see
+// writeRequest.Base).
 func (s *Server) del(w http.ResponseWriter, r *http.Request) {
 	p, err := topo.CleanFilePath(r.URL.Query().Get("path"))
 	if err != nil {
@@ -195,6 +203,8 @@ func (s *Server) del(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		// Base, when set, is the value shown (hex), as for a write.
 		Base *string `json:"base,omitempty"`
+		// BaseSHA256, when set, is its SHA-256 (hex), as for a write.
+		BaseSHA256 *string `json:"baseSha256,omitempty"`
 	}
 	if r.ContentLength != 0 {
 		if err := decodeBody(r, &body); err != nil {
@@ -204,7 +214,7 @@ func (s *Server) del(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
-	v, err := s.shownVersion(ctx, p, shown, body.Base)
+	v, err := s.shownVersion(ctx, p, shown, body.Base, body.BaseSHA256)
 	if err == nil {
 		err = s.opts.Files.Delete(ctx, p, v)
 	}

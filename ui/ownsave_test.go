@@ -2,6 +2,7 @@ package ui_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
 	"testing"
@@ -121,5 +122,29 @@ func TestPutBaseValue(t *testing.T) {
 	require.Equal(t, http.StatusConflict, status, body)
 	require.Equal(t, "theirs", h.value("a/b"))
 	status, body = h.write("DELETE", "/api/file?path=/a/b&version="+v, `{"base":"`+hex.EncodeToString([]byte("theirs"))+`"}`)
+	require.Equal(t, http.StatusOK, status, body)
+}
+
+// TestPutBaseSum: baseSha256 (the SHA-256 of the value, as GET /api/file
+// answers it in sha256) is checked as base is, for a write and a delete.
+func TestPutBaseSum(t *testing.T) {
+	h := newHarness(t, true)
+	sum := func(s string) string { b := sha256.Sum256([]byte(s)); return hex.EncodeToString(b[:]) }
+	v := h.put("a/b", "theirs").String()
+	status, body := h.do("GET", "/api/file?path=/a/b", "", nil)
+	require.Equal(t, http.StatusOK, status, body)
+	require.Equal(t, sum("theirs"), decodeJSON(t, body)["sha256"])
+	status, body = h.write("PUT", "/api/file", `{"path":"/a/b","version":"`+v+`","baseSha256":"`+sum("mine")+`","format":"text","value":"y"}`)
+	require.Equal(t, http.StatusConflict, status, body)
+	require.Equal(t, "theirs", h.value("a/b"))
+	status, body = h.write("PUT", "/api/file", `{"path":"/a/b","version":"`+v+`","baseSha256":"`+sum("theirs")+`","format":"text","value":"y"}`)
+	require.Equal(t, http.StatusOK, status, body)
+	require.Equal(t, "y", h.value("a/b"))
+
+	v = h.put("a/b", "theirs").String()
+	status, body = h.write("DELETE", "/api/file?path=/a/b&version="+v, `{"baseSha256":"`+sum("y")+`"}`)
+	require.Equal(t, http.StatusConflict, status, body)
+	require.Equal(t, "theirs", h.value("a/b"))
+	status, body = h.write("DELETE", "/api/file?path=/a/b&version="+v, `{"baseSha256":"`+sum("theirs")+`"}`)
 	require.Equal(t, http.StatusOK, status, body)
 }

@@ -256,7 +256,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
+		// (net/http's own message, "request body too large", says not
+		// how large, nor that it is the request that is, not the value)
 		status, code = http.StatusRequestEntityTooLarge, "TooLarge"
+		err = fmt.Errorf("the request is more than the %d bytes a request may hold (a value sent as text or hex, at most %d bytes, fits; its JSON may not)", mbe.Limit, topo.MaxValueSize)
 	}
 	if status == http.StatusInternalServerError {
 		s.opts.Log.Warn("ui request failed", "method", r.Method, "path", r.URL.Path, "err", err)

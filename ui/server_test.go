@@ -360,6 +360,7 @@ func TestOversizedBodyRefused(t *testing.T) {
 	big := strings.Repeat("x", 2048)
 	status, body := h.write("PUT", "/api/file", `{"path":"/a","version":"","format":"text","value":"`+big+`"}`)
 	assert.Equal(t, http.StatusRequestEntityTooLarge, status, body)
+	assert.Contains(t, body, "the request is more than the 1024 bytes a request may hold", "the error says how large a request may be")
 	// A value over topo.MaxValueSize is refused even within MaxBody.
 	h2 := newHarness(t, true)
 	huge := strings.Repeat("x", topo.MaxValueSize+1)

@@ -530,12 +530,34 @@ function drawFile(f, keepEditor) {
 }
 
 // ---- editing ----
+// formatOffered says whether the editor offers format for f: whether it
+// holds f's value exactly, so that the review diffs against the very
+// bytes a save replaces. Hex always; text when textEditable; JSON when
+// the record decodes fully as its type (jsonEdit: its JSON encodes back
+// to the same record, and a save of it fits in a request). A record of a
+// known type that does not decode, or holds fields its type lacks, is
+// not offered as JSON: the editor opened empty in it, the review diffed
+// from nothing, and a save replaced bytes the user never saw.
+function formatOffered(f, format) {
+  if (format === "json") return !!f.jsonEdit;
+  if (format === "text") return textEditable(f);
+  return format === "hex";
+}
+
+// notOffered says why format is not offered for f (see formatOffered).
+function notOffered(f, format) {
+  if (format === "json") {
+    return "not editable as JSON: " + (f.jsonEditError || f.decodeError || (f.type ? "not a " + f.type : "no record type for this path"));
+  }
+  return f.text == null ? "not text" : "a text holding a carriage return, which the editor would turn into a line feed";
+}
+
 // currentAs is the value of f as the editor shows it in format. A value
-// that is not text has no text form: it says so (in a diff or a
-// conflict's value), never "" (which read as an empty file).
+// the format cannot show says so (in a diff or a conflict's value),
+// never "" (which read as an empty file).
 function currentAs(f, format) {
-  if (format === "json") return f.decoded || "";
   if (format === "hex") return f.hex;
+  if (format === "json") return f.jsonEdit ? f.decoded : "(" + notOffered(f, format) + ": " + f.size + " bytes, shown in Hex)";
   return f.text != null ? f.text : "(not text: " + f.size + " bytes, shown in Hex)";
 }
 
@@ -547,13 +569,14 @@ function textEditable(f) {
   return f.text != null && !f.text.includes("\r");
 }
 
-// setBase makes f the value the editor edits on; the text format is not
-// offered for a value it cannot hold unchanged (textEditable): one that
-// is not text (the editor opened empty in it, and a save wrote the text
-// over bytes never shown), or a text holding a carriage return.
+// setBase makes f the value the editor edits on; a format that cannot
+// hold it exactly is not offered (see formatOffered). The format chosen
+// stays (what was typed in it is kept) when it is no longer offered (the
+// editor edits on another writer's value since: rebase), but the review
+// then says so and Save stays disabled until another format is chosen.
 function setBase(f) {
   state.base = f;
-  $("#format option[value=text]").disabled = !textEditable(f);
+  for (const o of $("#format").options) o.disabled = !formatOffered(f, o.value);
 }
 
 function openEditor(fromFile) {
@@ -580,8 +603,24 @@ function closeEditor() {
   if ($("#save")) $("#save").disabled = true;
 }
 
+// review diffs the editor against the value it edits on, in the format
+// chosen, and enables Save when they differ. When that format cannot show
+// the value exactly (see setBase) there is no diff to show: it says so,
+// and Save stays disabled. A record whose bytes are not those its JSON
+// encodes to (jsonReencoded) is said to be replaced beyond the diff.
 function review() {
-  const changed = renderDiff($("#diff"), currentAs(state.base, $("#format").value), $("#editor").value);
+  const format = $("#format").value;
+  if (!formatOffered(state.base, format)) {
+    $("#diff").replaceChildren(el("div", { class: "del" }, "Version " + state.base.version + " of " + state.base.path + " is " + notOffered(state.base, format) +
+      ": a save would replace bytes not shown here. Choose another format to edit it (what you typed is replaced by the value)."));
+    $("#save").disabled = true;
+    return;
+  }
+  const changed = renderDiff($("#diff"), currentAs(state.base, format), $("#editor").value);
+  if (changed && format === "json" && state.base.jsonReencoded) {
+    $("#diff").append(el("div", { class: "del" }, "Besides: the record is stored encoded anew, and version " + state.base.version +
+      " is encoded otherwise: the save replaces its bytes with other ones beyond this diff (the same fields and values, e.g. map entries in another order; Hex shows them)."));
+  }
   $("#save").disabled = !changed || state.saving === state.editSeq;
 }
 
@@ -603,6 +642,9 @@ async function save(create) {
   const base = state.base;
   const edit = state.editSeq;
   if (!state.editing || !base || state.saving === edit) return;
+  // (a format that cannot show the value replaced saves nothing: the
+  // review says why; a create replaces nothing)
+  if (!create && !formatOffered(base, $("#format").value)) { review(); return; }
   state.saving = edit;
   state.seenDuringSave = [];
   $("#save").disabled = true;
@@ -610,7 +652,9 @@ async function save(create) {
   // (base: the value edited, refused if the store holds another at that
   // version: a ZooKeeper file created again numbers its versions from 0)
   const body = { path: base.path, version: create ? "" : base.version, format: $("#format").value, value: $("#editor").value };
-  if (!create) body.base = base.hex;
+  // (its SHA-256, not its bytes: in hex, twice the value's size, a value
+  // over the size limit, another tool's, made a request too large)
+  if (!create) body.baseSha256 = base.sha256;
   // tellSeen tells the versions of the file read while the save was asked
   // that it did not write: another writer's.
   const tellSeen = () => {
@@ -655,8 +699,16 @@ async function save(create) {
       $("#conflict-msg").textContent = create ? "Not created: another writer created " + cur.path + " again meanwhile. Nothing was overwritten."
         : "Not saved: another writer changed " + cur.path + " since version " + base.version + ". Nothing was overwritten.";
       $("#conflict-version").textContent = cur.version;
-      $("#conflict-value").textContent = currentAs(cur, $("#format").value);
-      renderDiff($("#conflict-diff"), currentAs(cur, $("#format").value), $("#editor").value);
+      // (in the format edited when it shows the value exactly, else its
+      // bytes, in hex: never nothing, nor a diff from what it is not)
+      const format = $("#format").value;
+      if (formatOffered(cur, format)) {
+        $("#conflict-value").textContent = currentAs(cur, format);
+        renderDiff($("#conflict-diff"), currentAs(cur, format), $("#editor").value);
+      } else {
+        $("#conflict-value").textContent = "(" + notOffered(cur, format) + ": " + cur.size + " bytes, in hex below)\n" + (hexDump(cur.hex) || "(empty)");
+        $("#conflict-diff").replaceChildren(el("div", { class: "del" }, "Your " + format + " edit cannot be diffed against it: the value is " + notOffered(cur, format) + "."));
+      }
       state.conflict = cur;
       $("#save").disabled = true;
     } else if (e.status === 409 && !create && e.data && e.data.gone) {
@@ -721,15 +773,22 @@ async function newFile() {
     toast("created " + p);
     await reloadDir();
     if (state.filePane.asked === asked) await openFile(p);
-  } catch (e) { showError(e.message); }
+  } catch (e) {
+    // (a file created meanwhile by another writer: the store refused the
+    // create, which replaces nothing; the listing shows that file)
+    if (e.status === 409 && e.data && e.data.current) {
+      showError("Not created: " + e.data.current.path + " exists, created by another writer meanwhile (version " + e.data.current.version + "). Nothing was written.");
+      await reloadDir();
+    } else showError(e.message);
+  }
 }
 
 async function deleteFile() {
   const f = state.file;
   if (!(await ask("Delete the file " + f.path + " (version " + f.version + ")?"))) return;
   try {
-    // (base: the value shown, as for a save)
-    await api("DELETE", "/api/file?" + q({ path: f.path, version: f.version }), { base: f.hex });
+    // (the value shown, by its SHA-256, as for a save)
+    await api("DELETE", "/api/file?" + q({ path: f.path, version: f.version }), { baseSha256: f.sha256 });
     toast("deleted " + f.path);
     // The pane is hidden only if it still shows f; a file opened since
     // (asked for, not yet drawn) is still shown when it comes. An editor
