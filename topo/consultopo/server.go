@@ -329,10 +329,10 @@ func NewConn(opts Options, root string) (*Conn, error) {
 // unknown read mode, an empty address, an unreadable token file or
 // unusable TLS settings; and, naming the address, Timeout or Interrupted
 // when ctx ends, PermissionDenied when Consul refuses the token, and
-// Unavailable when no answer comes within the bound (its cause a
-// *topo.UnreachableError), or when nothing listens, the TLS
-// handshake fails or plain HTTP reaches an HTTPS agent, or the
-// agent answers with an error.
+// Unavailable when no answer comes within the bound, when nothing
+// listens, the TLS handshake fails or plain HTTP reaches an HTTPS agent
+// (in these cases its cause a *topo.UnreachableError), or when the agent
+// answers with an error.
 func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, error) {
 	r, err := topo.CleanDirPath(root)
 	if err != nil {
@@ -447,7 +447,15 @@ func probe(ctx context.Context, client *api.Client, addr string, withToken bool,
 		return backendkit.Wrap(topo.Unavailable, addr, &topo.UnreachableError{Addrs: []string{addr},
 			Err: fmt.Errorf("consultopo: no Consul agent answered at %s within %v (the dial timeout): %w", addr, dialTimeout, err)})
 	}
-	return backendkit.Wrap(topo.Unavailable, addr, fmt.Errorf("consultopo: no usable Consul agent at %s: %w", addr, err))
+	var se api.StatusError
+	if errors.As(err, &se) && !strings.Contains(se.Body, "HTTP request to an HTTPS server") {
+		// The agent answered, with an error: it is reachable.
+		return backendkit.Wrap(topo.Unavailable, addr, fmt.Errorf("consultopo: the Consul agent at %s answered with an error: %w", addr, err))
+	}
+	// Nothing listens, the TLS handshake failed, or plain HTTP reached an
+	// HTTPS agent: no agent the Conn could use answers at addr.
+	return backendkit.Wrap(topo.Unavailable, addr, &topo.UnreachableError{Addrs: []string{addr},
+		Err: fmt.Errorf("consultopo: no usable Consul agent at %s: %w", addr, err)})
 }
 
 // errNoAnswer is boundedTransport's cancellation cause.

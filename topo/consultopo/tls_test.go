@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/topokit/topokit/internal/freeport"
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/consultopo/consultest"
@@ -45,4 +46,32 @@ func TestDialTLSAgent(t *testing.T) {
 	_, err = NewConn(noCert, root)
 	t.Log(err)
 	requireCodeAt(t, err, topo.Unavailable, addr)
+}
+
+// TestDialUnusableAgentTyped: an open that finds no usable agent (nothing
+// listens at the address; the agent refuses the TLS handshake; plain HTTP
+// on its HTTPS port) carries a *topo.UnreachableError naming the address,
+// as etcd2topo's and zk2topo's do, not only words.
+func TestDialUnusableAgentTyped(t *testing.T) {
+	dir := t.TempDir()
+	addr := consultest.StartTLSAgent(t, dir)
+	free, err := freeport.Addrs(1) // nothing listens there
+	require.NoError(t, err)
+	tlsOpts := Options{CAFile: filepath.Join(dir, "ca.pem"), DialTimeout: time.Minute}
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{
+		{"refused", Options{Address: free[0], DialTimeout: time.Minute}},
+		{"no client certificate", func() Options { o := tlsOpts; o.Address = addr; return o }()},
+		{"plain HTTP", Options{Address: addr, DialTimeout: time.Minute}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewConn(tc.opts, testRoot(t))
+			requireCodeAt(t, err, topo.Unavailable, tc.opts.Address)
+			var ue *topo.UnreachableError
+			require.ErrorAs(t, err, &ue, "typed, not only worded: %v", err)
+			require.Equal(t, []string{tc.opts.Address}, ue.Addrs)
+		})
+	}
 }
