@@ -64,9 +64,9 @@ type Settings struct {
 	// for a member, with TLS the handshake and with a user the
 	// authentication; also the client's later reconnections), zk2's
 	// DialTimeout (the wait for the first session) and consul's
-	// DialTimeout (the first request; also each TCP connect and TLS
-	// handshake to the agent). Zero or negative keeps each backend's
-	// default (5 s). Other implementations ignore it. It bounds every
+	// DialTimeout (the first request; later TCP connects and TLS
+	// handshakes to the agent get the longer of it and 5 s). Zero or
+	// negative keeps each backend's default (5 s). Other implementations ignore it. It bounds every
 	// connection the Factory opens: the global cell's and each cell's
 	// (ConnForCell).
 	DialTimeout time.Duration

@@ -120,9 +120,12 @@ type Options struct {
 	// (emptied) agent sooner, with more requests.
 	WatchPollDuration time.Duration
 
-	// DialTimeout bounds NewConn's first request (see NewConnContext) and
-	// each TCP connect and TLS handshake to the agent. Zero or negative
-	// means DefaultDialTimeout (5 s).
+	// DialTimeout bounds NewConn's first request (see NewConnContext),
+	// its TCP connect and TLS handshake included. Each later TCP connect
+	// and TLS handshake to the agent is bounded by the longer of
+	// DialTimeout and DefaultDialTimeout, so that a short DialTimeout
+	// chosen to fail fast at open does not fail the reconnections of a
+	// loaded machine. Zero or negative means DefaultDialTimeout (5 s).
 	DialTimeout time.Duration
 
 	// RequestTimeout bounds each request's wait for the agent's answer
@@ -372,14 +375,17 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	}
 	// Blocking queries park connections: keep enough idle ones.
 	cfg.Transport.MaxIdleConnsPerHost = 64
-	dialer := &net.Dialer{Timeout: opts.DialTimeout, KeepAliveConfig: net.KeepAliveConfig{
+	// The open's connect and handshake are bounded by probe's DialTimeout
+	// context; later ones by connectBound.
+	connectBound := max(opts.DialTimeout, DefaultDialTimeout)
+	dialer := &net.Dialer{Timeout: connectBound, KeepAliveConfig: net.KeepAliveConfig{
 		Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: keepAliveCount}}
 	cfg.Transport.DialContext = dialer.DialContext
 	// No gzip: compressing answers (claims' transactions) costs a nearby
 	// agent and client more CPU than it saves (a tenth of both's CPU per
 	// term, 300 candidates on one election).
 	cfg.Transport.DisableCompression = true
-	cfg.Transport.TLSHandshakeTimeout = opts.DialTimeout
+	cfg.Transport.TLSHandshakeTimeout = connectBound
 	httpClient, err := api.NewHttpClient(cfg.Transport, cfg.TLSConfig)
 	if err != nil {
 		return nil, backendkit.Wrap(topo.InvalidArgument, cfg.Address, err)

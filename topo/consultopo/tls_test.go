@@ -11,6 +11,7 @@ import (
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/consultopo/consultest"
+	"github.com/topokit/topokit/topo/test/faultproxy"
 )
 
 // TestDialTLSAgent: on an agent serving its API only over TLS and
@@ -74,4 +75,41 @@ func TestDialUnusableAgentTyped(t *testing.T) {
 			require.Equal(t, []string{tc.opts.Address}, ue.Addrs)
 		})
 	}
+}
+
+// TestShortDialTimeoutSparesReconnects: a DialTimeout short enough to
+// fail fast at open (1 s) does not bound the TLS handshakes of later
+// connections: a reconnection whose handshake takes longer (every chunk of
+// bytes delayed 700 ms by a proxy, two chunks at least) still serves the
+// request, within the 5 s bound of later handshakes. It failed with
+// "net/http: TLS handshake timeout".
+func TestShortDialTimeoutSparesReconnects(t *testing.T) {
+	dir := t.TempDir()
+	addr := consultest.StartTLSAgent(t, dir)
+	px, err := faultproxy.New(addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = px.Close() })
+	opts := Options{
+		Address:  px.Addr(),
+		CAFile:   filepath.Join(dir, "ca.pem"),
+		CertFile: filepath.Join(dir, "client.pem"),
+		KeyFile:  filepath.Join(dir, "client-key.pem"),
+	}
+	c, err := NewConnContext(t.Context(), opts, testRoot(t))
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Create(t.Context(), "f", []byte("x"))
+	require.NoError(t, err)
+
+	short := opts
+	short.DialTimeout = time.Second
+	c2, err := NewConnContext(t.Context(), short, c.root)
+	require.NoError(t, err)
+	defer c2.Close()
+	px.SetDelay(700 * time.Millisecond)
+	px.Reset()
+	c2.transport.CloseIdleConnections()
+	got, _, err := c2.Get(t.Context(), "f")
+	require.NoError(t, err, "a reconnection's TLS handshake bounded by the open's DialTimeout")
+	require.Equal(t, "x", string(got))
 }
