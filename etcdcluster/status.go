@@ -82,8 +82,15 @@ type ClusterStatus struct {
 	// Leader is the Raft leader's name ("" when none answered as leader).
 	Leader string `json:"leader"`
 	// Decider is the id ("<name>/<nonce>") of the current decider, "" when
-	// none.
+	// none. Without a quorum (Stale) it is the decider the stale read
+	// names only when that node is a member that answered; otherwise
+	// Decider is "" and UnconfirmedDecider names it.
 	Decider string `json:"decider"`
+	// UnconfirmedDecider is, without a quorum (Stale), the decider the
+	// stale read names when its node is not a member that answered (it
+	// may have died: nothing then says it decides, and no membership
+	// change happens before a quorum runs again); "" otherwise.
+	UnconfirmedDecider string `json:"unconfirmedDecider,omitempty"`
 	// Volunteers are the names of the nodes whose volunteer key exists.
 	Volunteers []string `json:"volunteers"`
 	// IdealSize is the stored ideal size (DefaultIdealSize when unset).
@@ -307,6 +314,10 @@ func StatusWith(ctx context.Context, cli *clientv3.Client, prefix string, opts C
 	if kvs := resp.Responses[3].GetResponseRange().Kvs; len(kvs) > 0 {
 		st.Decider = string(kvs[0].Value)
 	}
+	if stale && st.Decider != "" && !st.answers(deciderNode(st.Decider)) {
+		// Not presented as deciding a node that cannot be reached.
+		st.UnconfirmedDecider, st.Decider = st.Decider, ""
+	}
 	if len(st.Volunteers) < st.IdealSize {
 		st.Shortfall = shortfall(st.IdealSize, len(st.Volunteers), len(st.Voters()))
 	}
@@ -369,6 +380,20 @@ func waitingNodes(ctx context.Context, endpoints []string, opts ClientOptions) e
 	}
 	return fmt.Errorf("%w: %s: start the other nodes with the same seeds and --bootstrap-expect, or give it the client URL of a running member as a seed",
 		ErrWaitingForCluster, strings.Join(says, "; "))
+}
+
+// deciderNode returns the node name of a decider id ("<name>/<nonce>").
+func deciderNode(id string) string {
+	if i := strings.LastIndex(id, "/"); i >= 0 {
+		return id[:i]
+	}
+	return id
+}
+
+// answers reports whether the member named name answered its status
+// request.
+func (s *ClusterStatus) answers(name string) bool {
+	return slices.ContainsFunc(s.Members, func(m MemberStatus) bool { return m.Name == name && m.Healthy })
 }
 
 // shortfall is Status.Shortfall of a cluster of the given ideal size with
