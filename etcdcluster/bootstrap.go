@@ -31,14 +31,19 @@ const waitSayEvery = 5 * time.Second
 // the candidate it endorses as the one to bootstrap, by name and peer URL
 // ("" while none). A candidate is its name and peer URL: two nodes given
 // one name by mistake are two candidates, and an endorsement of one is
-// not the other's.
+// not the other's. Seeds (the other seeds it probes) and Sees (the names
+// of the candidates with its Expect it sees, itself included, sorted)
+// only explain its wait (Status's ErrWaitingForCluster); nodes ignore
+// them.
 type candidateInfo struct {
-	Name        string `json:"name"`
-	PeerURL     string `json:"peerURL"`
-	ClientURL   string `json:"clientURL"`
-	Expect      int    `json:"expect"`
-	Vote        string `json:"vote,omitempty"`
-	VotePeerURL string `json:"votePeerURL,omitempty"`
+	Name        string   `json:"name"`
+	PeerURL     string   `json:"peerURL"`
+	ClientURL   string   `json:"clientURL"`
+	Expect      int      `json:"expect"`
+	Vote        string   `json:"vote,omitempty"`
+	VotePeerURL string   `json:"votePeerURL,omitempty"`
+	Seeds       []string `json:"seeds,omitempty"`
+	Sees        []string `json:"sees,omitempty"`
 }
 
 // is reports whether c and o are the same candidate.
@@ -98,7 +103,11 @@ func (n *Node) awaitCluster(ctx context.Context, seeds []string) (bool, error) {
 		}
 		defer cs.close()
 	}
-	self := candidateInfo{Name: n.cfg.Name, PeerURL: n.cfg.AdvertisePeerURL, ClientURL: own, Expect: expect}
+	self := candidateInfo{Name: n.cfg.Name, PeerURL: n.cfg.AdvertisePeerURL, ClientURL: own, Expect: expect, Seeds: others}
+	if cs != nil {
+		self.Sees = []string{self.Name}
+		cs.set(self) // what it waits for, from the first request on
+	}
 	lastSaid := time.Now() // first said after waitSayEvery
 	lastSeenVote := time.Now()
 	var otherExpect []candidateInfo // said once each
@@ -135,6 +144,7 @@ func (n *Node) awaitCluster(ctx context.Context, seeds []string) (bool, error) {
 				self.Vote, self.VotePeerURL, lastSeenVote = lowest.Name, lowest.PeerURL, time.Now()
 				n.log.Info("bootstrap: endorsing the candidate with the lowest name", "candidate", self.Vote, "peerURL", self.VotePeerURL, "candidates", len(cands), "expect", expect)
 			}
+			self.Sees = candidateNames(cands)
 			cs.set(self)
 			if self.endorses(self) {
 				votes := 1 // our own
@@ -152,11 +162,7 @@ func (n *Node) awaitCluster(ctx context.Context, seeds []string) (bool, error) {
 		if time.Since(lastSaid) >= waitSayEvery {
 			lastSaid = time.Now()
 			if expect > 0 && cs != nil {
-				names := make([]string, 0, len(cands))
-				for _, c := range cands {
-					names = append(names, c.Name)
-				}
-				slices.Sort(names)
+				names := candidateNames(cands)
 				n.log.Warn("waiting for a cluster: no etcd member answers at the seeds; bootstrapping once enough nodes with the same --bootstrap-expect see each other",
 					"seeds", strings.Join(others, ","), "candidates", strings.Join(names, ","), "expect", expect, "endorsing", self.Vote)
 			} else {
@@ -169,6 +175,16 @@ func (n *Node) awaitCluster(ctx context.Context, seeds []string) (bool, error) {
 		case <-time.After(n.cfg.CheckInterval):
 		}
 	}
+}
+
+// candidateNames returns the names of cs, sorted.
+func candidateNames(cs []candidateInfo) []string {
+	names := make([]string, 0, len(cs))
+	for _, c := range cs {
+		names = append(names, c.Name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // probeSeeds asks every seed, in parallel, whether a waiting node or an

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -80,8 +82,15 @@ type ClusterStatus struct {
 	// Leader is the Raft leader's name ("" when none answered as leader).
 	Leader string `json:"leader"`
 	// Decider is the id ("<name>/<nonce>") of the current decider, "" when
-	// none.
+	// none. Without a quorum (Stale) it is the decider the stale read
+	// names only when that node is a member that answered; otherwise
+	// Decider is "" and UnconfirmedDecider names it.
 	Decider string `json:"decider"`
+	// UnconfirmedDecider is, without a quorum (Stale), the decider the
+	// stale read names when its node is not a member that answered (it
+	// may have died: nothing then says it decides, and no membership
+	// change happens before a quorum runs again); "" otherwise.
+	UnconfirmedDecider string `json:"unconfirmedDecider,omitempty"`
 	// Volunteers are the names of the nodes whose volunteer key exists.
 	Volunteers []string `json:"volunteers"`
 	// IdealSize is the stored ideal size (DefaultIdealSize when unset).
@@ -165,8 +174,10 @@ func (s *ClusterStatus) Voters() []string {
 // quorum), the list and the keys are read from any member that answers
 // (ClusterStatus.Stale; NoQuorum says what is wrong). It returns an error
 // only when no member answers (a member restarted after an outage serves
-// nothing until a quorum runs; the error says so); an unreachable member
-// is reported in its MemberStatus. The members are asked without credentials: StatusWith
+// nothing until a quorum runs; the error says so), at once wrapping
+// ErrWaitingForCluster when a node waiting for a cluster to form answers
+// at cli's endpoints instead; an unreachable member is reported in its
+// MemberStatus. The members are asked without credentials: StatusWith
 // takes those of a cluster with TLS or auth.
 func Status(ctx context.Context, cli *clientv3.Client, prefix string) (*ClusterStatus, error) {
 	return StatusWith(ctx, cli, prefix, ClientOptions{})
@@ -176,16 +187,49 @@ func Status(ctx context.Context, cli *clientv3.Client, prefix string) (*ClusterS
 // credentials of opts (those cli was opened with, see NewClientWith).
 func StatusWith(ctx context.Context, cli *clientv3.Client, prefix string, opts ClientOptions) (*ClusterStatus, error) {
 	k := keys{prefix: cleanPrefix(prefix)}
-	qctx, cancel := context.WithTimeout(ctx, quorumWait)
-	ml, err := cli.MemberList(qctx)
-	cancel()
-	stale := false
-	if err != nil && ctx.Err() == nil {
-		// No quorum (or none within quorumWait): what any member knows.
-		if sml, serr := cli.MemberList(ctx, clientv3.WithSerializable()); serr == nil {
-			ml, err, stale = sml, nil, true
-		}
+	// A node waiting for a cluster to form answers no member list: ask
+	// the endpoints, meanwhile, whether such a node answers there.
+	lctx, stopList := context.WithCancel(ctx)
+	defer stopList()
+	waiting := make(chan error, 1)
+	go func() { waiting <- waitingNodes(lctx, cli.Endpoints(), opts) }()
+	type listed struct {
+		ml    *clientv3.MemberListResponse
+		err   error
+		stale bool
 	}
+	lists := make(chan listed, 1)
+	go func() {
+		qctx, cancel := context.WithTimeout(lctx, quorumWait)
+		ml, err := cli.MemberList(qctx)
+		cancel()
+		stale := false
+		if err != nil && lctx.Err() == nil {
+			// No quorum (or none within quorumWait): what any member knows.
+			if sml, serr := cli.MemberList(lctx, clientv3.WithSerializable()); serr == nil {
+				ml, err, stale = sml, nil, true
+			}
+		}
+		lists <- listed{ml, err, stale}
+	}()
+	var l listed
+	select {
+	case l = <-lists:
+		if l.err != nil {
+			// Say why, when a waiting node answered instead.
+			if werr := <-waiting; werr != nil {
+				return nil, werr
+			}
+		}
+	case werr := <-waiting:
+		if werr != nil {
+			stopList()
+			<-lists
+			return nil, werr
+		}
+		l = <-lists
+	}
+	ml, err, stale := l.ml, l.err, l.stale
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return nil, fmt.Errorf("etcdcluster: member list: %w (no member answered: a member restarted from its data serves clients only once a majority of its cluster's voters runs, so start its other members)", err)
@@ -270,10 +314,86 @@ func StatusWith(ctx context.Context, cli *clientv3.Client, prefix string, opts C
 	if kvs := resp.Responses[3].GetResponseRange().Kvs; len(kvs) > 0 {
 		st.Decider = string(kvs[0].Value)
 	}
+	if stale && st.Decider != "" && !st.answers(deciderNode(st.Decider)) {
+		// Not presented as deciding a node that cannot be reached.
+		st.UnconfirmedDecider, st.Decider = st.Decider, ""
+	}
 	if len(st.Volunteers) < st.IdealSize {
 		st.Shortfall = shortfall(st.IdealSize, len(st.Volunteers), len(st.Voters()))
 	}
 	return st, nil
+}
+
+// ErrWaitingForCluster is wrapped by Status's and StatusWith's error when
+// an endpoint of the client is a node still waiting for a cluster to form
+// (started with seeds and Config.BootstrapExpect, before any member
+// answers at its seeds: it serves no etcd yet) and no etcd member answers
+// at the client's endpoints. The error names the node, its seeds, the
+// number of nodes it waits for and the ones it sees. It is returned as
+// soon as the node answered, without waiting for the member list.
+var ErrWaitingForCluster = errors.New("etcdcluster: no etcd member answers, only a node waiting for a cluster to form")
+
+// waitingNodes asks each of endpoints (within a second each) whether a
+// node waiting for a cluster answers there, and returns an error wrapping
+// ErrWaitingForCluster describing them when one does and no etcd member
+// answers at any; nil otherwise (or when ctx ends).
+func waitingNodes(ctx context.Context, endpoints []string, opts ClientOptions) error {
+	tc, err := opts.tlsConfig()
+	if err != nil {
+		return nil // the member list says what is wrong
+	}
+	eps := normalizeEndpoints(endpoints, tc != nil)
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: tc, DisableKeepAlives: true}}
+	defer hc.CloseIdleConnections()
+	states := make([]seedState, len(eps))
+	infos := make([]*candidateInfo, len(eps))
+	var wg sync.WaitGroup
+	for i, ep := range eps {
+		wg.Go(func() { states[i], infos[i] = probeSeed(ctx, hc, ep) })
+	}
+	wg.Wait()
+	if ctx.Err() != nil || slices.Contains(states, seedMember) {
+		return nil
+	}
+	var says []string
+	for i, c := range infos {
+		if c == nil {
+			continue
+		}
+		say := fmt.Sprintf("%s is node %s", eps[i], c.Name)
+		if len(c.Seeds) > 0 {
+			say += fmt.Sprintf(": no etcd member answers at its seeds (%s)", strings.Join(c.Seeds, ","))
+		}
+		if c.Expect > 0 {
+			say += fmt.Sprintf("; it bootstraps a cluster once %d nodes started with the same --bootstrap-expect %d see each other", c.Expect, c.Expect)
+			if len(c.Sees) > 0 {
+				say += fmt.Sprintf(" (it sees %d: %s)", len(c.Sees), strings.Join(c.Sees, ", "))
+			}
+		}
+		if c.Vote != "" {
+			say += fmt.Sprintf(", endorsing %s to bootstrap", c.Vote)
+		}
+		says = append(says, say)
+	}
+	if len(says) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s: start the other nodes with the same seeds and --bootstrap-expect, or give it the client URL of a running member as a seed",
+		ErrWaitingForCluster, strings.Join(says, "; "))
+}
+
+// deciderNode returns the node name of a decider id ("<name>/<nonce>").
+func deciderNode(id string) string {
+	if i := strings.LastIndex(id, "/"); i >= 0 {
+		return id[:i]
+	}
+	return id
+}
+
+// answers reports whether the member named name answered its status
+// request.
+func (s *ClusterStatus) answers(name string) bool {
+	return slices.ContainsFunc(s.Members, func(m MemberStatus) bool { return m.Name == name && m.Healthy })
 }
 
 // shortfall is Status.Shortfall of a cluster of the given ideal size with

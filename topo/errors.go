@@ -195,10 +195,10 @@ func (e *LockHeldError) Error() string {
 // answered (with TLS: completed the handshake); zk2topo's NewConn when no
 // server gave a session, and its resumption of a session when no server
 // gave that one back; consultopo's NewConn when the agent did not answer
-// its first request. Such an error names the addresses in its message.
-// A store that answered and refused (credentials, an error status) is
-// not unreachable: its error has none; nor has consultopo's when the
-// agent's address refused the connection or the TLS handshake at once.
+// its first request, refused the connection or the TLS handshake, or
+// was reached with plain HTTP on its HTTPS port. Such an error names the
+// addresses in its message. A store that answered and refused
+// (credentials, an error status) is not unreachable: its error has none.
 // Find it with errors.As; CodeOf and errors.Is see through it to the
 // *Error around it and to what Err wraps.
 type UnreachableError struct {

@@ -129,6 +129,9 @@ func newClusterStatusCmd(stores *connector, out *printer, prefix *string) *cobra
 			if st.Stale {
 				out.printf("(no quorum: the member list and the keys above are what an answering member knows, possibly out of date)\n")
 			}
+			if st.UnconfirmedDecider != "" {
+				out.printf("(no decider shown: the last one recorded, %s, does not answer; no membership change happens until a quorum runs)\n", st.UnconfirmedDecider)
+			}
 			return noQuorum
 		},
 	}
@@ -184,13 +187,16 @@ it tolerates no more failed members than the odd size below it.`,
 // ClusterStatus with topoctl's snake_case field names and empty lists as
 // [] (etcdcluster's own JSON names are camelCase).
 type clusterStatusJSON struct {
-	Members    []memberStatusJSON `json:"members"`
-	Leader     string             `json:"leader"`
-	Decider    string             `json:"decider"`
-	Volunteers []string           `json:"volunteers"`
-	IdealSize  int                `json:"ideal_size"`
-	Nominee    *nomineeJSON       `json:"nominee,omitempty"`
-	ClusterID  string             `json:"cluster_id"`
+	Members []memberStatusJSON `json:"members"`
+	Leader  string             `json:"leader"`
+	Decider string             `json:"decider"`
+	// UnconfirmedDecider: without a quorum, the recorded decider whose
+	// node does not answer (Decider is then "").
+	UnconfirmedDecider string       `json:"unconfirmed_decider,omitempty"`
+	Volunteers         []string     `json:"volunteers"`
+	IdealSize          int          `json:"ideal_size"`
+	Nominee            *nomineeJSON `json:"nominee,omitempty"`
+	ClusterID          string       `json:"cluster_id"`
 	// Healthy is Quorum with no Shortfall.
 	Healthy bool `json:"healthy"`
 	// Quorum: a quorum of the voters answered and one leads.
@@ -227,7 +233,7 @@ type nomineeJSON struct {
 
 func clusterJSON(st *etcdcluster.ClusterStatus) clusterStatusJSON {
 	out := clusterStatusJSON{
-		Members: []memberStatusJSON{}, Leader: st.Leader, Decider: st.Decider,
+		Members: []memberStatusJSON{}, Leader: st.Leader, Decider: st.Decider, UnconfirmedDecider: st.UnconfirmedDecider,
 		Volunteers: append([]string{}, st.Volunteers...), IdealSize: st.IdealSize, Healthy: st.Healthy && st.Shortfall == "", Quorum: st.Healthy, Shortfall: st.Shortfall, ClusterID: st.ClusterID,
 		Stale: st.Stale,
 	}

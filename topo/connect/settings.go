@@ -64,9 +64,9 @@ type Settings struct {
 	// for a member, with TLS the handshake and with a user the
 	// authentication; also the client's later reconnections), zk2's
 	// DialTimeout (the wait for the first session) and consul's
-	// DialTimeout (the first request; also each TCP connect and TLS
-	// handshake to the agent). Zero or negative keeps each backend's
-	// default (5 s). Other implementations ignore it. It bounds every
+	// DialTimeout (the first request; later TCP connects and TLS
+	// handshakes to the agent get the longer of it and 5 s). Zero or
+	// negative keeps each backend's default (5 s). Other implementations ignore it. It bounds every
 	// connection the Factory opens: the global cell's and each cell's
 	// (ConnForCell).
 	DialTimeout time.Duration
@@ -96,19 +96,13 @@ func (s Settings) EtcdOptions(addr string) etcd2topo.Options {
 // Factory returns the factory that opens impl's connections with s: etcd2,
 // zk2 and consul with their settings, any other implementation from the
 // registry (NoImplementation when none is registered under that name).
+// The etcd2, zk2 and consul factories are topo.ContextFactory: the
+// context of Open (or of the Server's ConnForCell) ends their dial, which
+// then returns Timeout or Interrupted and leaves nothing running.
 func (s Settings) Factory(impl string) (topo.Factory, error) {
 	switch impl {
 	case etcd2topo.FactoryName:
-		return topo.FactoryFunc(func(_, addr, root string) (topo.Conn, error) {
-			c, err := etcd2topo.NewConn(s.EtcdOptions(addr), root)
-			if err != nil && s.EtcdDialError != nil {
-				return nil, s.EtcdDialError(addr, err)
-			}
-			if err != nil {
-				return nil, err
-			}
-			return c, nil
-		}), nil
+		return etcdFactory{s}, nil
 	case zk2topo.FactoryName:
 		z := s.ZooKeeper
 		return zk2topo.Factory{Options: zk2topo.Options{Auth: z.Auth, AuthFile: z.AuthFile,
@@ -124,6 +118,30 @@ func (s Settings) Factory(impl string) (topo.Factory, error) {
 	}
 	return topo.GetFactory(impl)
 }
+
+// etcdFactory opens etcd2 Conns with a Settings' etcd options and its
+// EtcdDialError. It is a topo.ContextFactory: a cancelled or expired
+// context ends the dial itself, not only the wait for it.
+type etcdFactory struct{ s Settings }
+
+// Create is CreateContext without a context.
+func (f etcdFactory) Create(cell, addr, root string) (topo.Conn, error) {
+	return f.CreateContext(context.Background(), cell, addr, root)
+}
+
+// CreateContext opens a Conn with etcd2topo.NewConnContext, bounded by ctx.
+func (f etcdFactory) CreateContext(ctx context.Context, _, addr, root string) (topo.Conn, error) {
+	c, err := etcd2topo.NewConnContext(ctx, f.s.EtcdOptions(addr), root)
+	if err != nil && f.s.EtcdDialError != nil {
+		return nil, f.s.EtcdDialError(addr, err)
+	}
+	if err != nil {
+		return nil, err // no typed nil *Conn in a topo.Conn
+	}
+	return c, nil
+}
+
+var _ topo.ContextFactory = etcdFactory{}
 
 // Open opens the topology whose global cell is at addr under root in the
 // store impl, with s's settings, every connection decorated with mws (see

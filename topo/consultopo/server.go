@@ -120,9 +120,12 @@ type Options struct {
 	// (emptied) agent sooner, with more requests.
 	WatchPollDuration time.Duration
 
-	// DialTimeout bounds NewConn's first request (see NewConnContext) and
-	// each TCP connect and TLS handshake to the agent. Zero or negative
-	// means DefaultDialTimeout (5 s).
+	// DialTimeout bounds NewConn's first request (see NewConnContext),
+	// its TCP connect and TLS handshake included. Each later TCP connect
+	// and TLS handshake to the agent is bounded by the longer of
+	// DialTimeout and DefaultDialTimeout, so that a short DialTimeout
+	// chosen to fail fast at open does not fail the reconnections of a
+	// loaded machine. Zero or negative means DefaultDialTimeout (5 s).
 	DialTimeout time.Duration
 
 	// RequestTimeout bounds each request's wait for the agent's answer
@@ -329,10 +332,10 @@ func NewConn(opts Options, root string) (*Conn, error) {
 // unknown read mode, an empty address, an unreadable token file or
 // unusable TLS settings; and, naming the address, Timeout or Interrupted
 // when ctx ends, PermissionDenied when Consul refuses the token, and
-// Unavailable when no answer comes within the bound (its cause a
-// *topo.UnreachableError), or when nothing listens, the TLS
-// handshake fails or plain HTTP reaches an HTTPS agent, or the
-// agent answers with an error.
+// Unavailable when no answer comes within the bound, when nothing
+// listens, the TLS handshake fails or plain HTTP reaches an HTTPS agent
+// (in these cases its cause a *topo.UnreachableError), or when the agent
+// answers with an error.
 func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, error) {
 	r, err := topo.CleanDirPath(root)
 	if err != nil {
@@ -372,14 +375,17 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	}
 	// Blocking queries park connections: keep enough idle ones.
 	cfg.Transport.MaxIdleConnsPerHost = 64
-	dialer := &net.Dialer{Timeout: opts.DialTimeout, KeepAliveConfig: net.KeepAliveConfig{
+	// The open's connect and handshake are bounded by probe's DialTimeout
+	// context; later ones by connectBound.
+	connectBound := max(opts.DialTimeout, DefaultDialTimeout)
+	dialer := &net.Dialer{Timeout: connectBound, KeepAliveConfig: net.KeepAliveConfig{
 		Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: keepAliveCount}}
 	cfg.Transport.DialContext = dialer.DialContext
 	// No gzip: compressing answers (claims' transactions) costs a nearby
 	// agent and client more CPU than it saves (a tenth of both's CPU per
 	// term, 300 candidates on one election).
 	cfg.Transport.DisableCompression = true
-	cfg.Transport.TLSHandshakeTimeout = opts.DialTimeout
+	cfg.Transport.TLSHandshakeTimeout = connectBound
 	httpClient, err := api.NewHttpClient(cfg.Transport, cfg.TLSConfig)
 	if err != nil {
 		return nil, backendkit.Wrap(topo.InvalidArgument, cfg.Address, err)
@@ -447,7 +453,15 @@ func probe(ctx context.Context, client *api.Client, addr string, withToken bool,
 		return backendkit.Wrap(topo.Unavailable, addr, &topo.UnreachableError{Addrs: []string{addr},
 			Err: fmt.Errorf("consultopo: no Consul agent answered at %s within %v (the dial timeout): %w", addr, dialTimeout, err)})
 	}
-	return backendkit.Wrap(topo.Unavailable, addr, fmt.Errorf("consultopo: no usable Consul agent at %s: %w", addr, err))
+	var se api.StatusError
+	if errors.As(err, &se) && !strings.Contains(se.Body, "HTTP request to an HTTPS server") {
+		// The agent answered, with an error: it is reachable.
+		return backendkit.Wrap(topo.Unavailable, addr, fmt.Errorf("consultopo: the Consul agent at %s answered with an error: %w", addr, err))
+	}
+	// Nothing listens, the TLS handshake failed, or plain HTTP reached an
+	// HTTPS agent: no agent the Conn could use answers at addr.
+	return backendkit.Wrap(topo.Unavailable, addr, &topo.UnreachableError{Addrs: []string{addr},
+		Err: fmt.Errorf("consultopo: no usable Consul agent at %s: %w", addr, err)})
 }
 
 // errNoAnswer is boundedTransport's cancellation cause.

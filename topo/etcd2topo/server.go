@@ -258,9 +258,10 @@ func init() { topo.MustRegisterFactory(FactoryName, Factory{}) }
 // prefix. It implements topo.Conn; what is etcd's own is on the package
 // and each method. It is safe for concurrent use.
 type Conn struct {
-	cli  *clientv3.Client
-	opts Options
-	log  *slog.Logger
+	cli       *clientv3.Client
+	cliCancel context.CancelFunc // cancels cli's base context (Close)
+	opts      Options
+	log       *slog.Logger
 
 	rootPrefix string // the root and "/", or "" for an empty root
 	// inClaims: the root is at a reserved place, where the writes compare
@@ -345,7 +346,14 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	dctx, cancelDial := context.WithTimeout(ctx, opts.DialTimeout)
 	defer cancelDial()
 	dl, _ := dctx.Deadline() // ctx's or DialTimeout's, whichever is first
+	// clientv3.New authenticates (with a Username) under the client's own
+	// context and DialTimeout, not ctx: its base context is cancelled when
+	// ctx ends during New, so that the open ends with ctx. Once New has
+	// returned it never is (the client outlives ctx); Close cancels it.
+	base, cancelBase := context.WithCancel(context.Background())
+	stopBase := context.AfterFunc(ctx, cancelBase)
 	cli, err := clientv3.New(clientv3.Config{
+		Context:              base,
 		Endpoints:            opts.Endpoints,
 		DialTimeout:          max(time.Until(dl), time.Millisecond),
 		DialKeepAliveTime:    10 * time.Second,
@@ -357,19 +365,36 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		Logger:               zap.New(slogCore{lg}),
 		DialOptions:          dialOptions,
 	})
+	if !stopBase() {
+		// ctx ended during New: its client (if any) is cancelled.
+		if err == nil {
+			_ = cli.Close()
+		}
+		cancelBase()
+		return nil, backendkit.FromContext(ctx, addr)
+	}
 	if err != nil {
 		// With a username the client authenticates at once.
+		cancelBase()
 		return nil, dialError(ctx, opts.Endpoints, opts.DialTimeout, err)
 	}
 	if err := waitConnected(dctx, cli.ActiveConnection()); err != nil {
 		_ = cli.Close()
+		cancelBase()
 		return nil, dialError(ctx, opts.Endpoints, opts.DialTimeout, err)
 	}
 	// guard is pinned to the cluster here.
 	if m := guard.CheckEndpoints(ctx, cli, opts.Endpoints, clusterCheckTimeout); m != "" {
 		_ = cli.Close()
+		cancelBase()
 		return nil, backendkit.Wrap(topo.InvalidArgument, addr,
 			fmt.Errorf("%w: %s; refusing to use them together (was a member's data lost and the member bootstrapped anew?)", ErrClusterMismatch, m))
+	}
+	if ctx.Err() != nil {
+		// ctx ended during the check, which then checked nothing.
+		_ = cli.Close()
+		cancelBase()
+		return nil, backendkit.FromContext(ctx, addr)
 	}
 
 	rootPrefix := ""
@@ -379,6 +404,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{
 		cli:        cli,
+		cliCancel:  cancelBase,
 		opts:       opts,
 		log:        lg,
 		rootPrefix: rootPrefix,
@@ -488,6 +514,7 @@ func (c *Conn) Close() {
 	if err := c.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
 		c.log.Debug("closing etcd client", "err", err)
 	}
+	c.cliCancel()
 }
 
 // slogCore is a zapcore.Core that hands the etcd client's warnings and
