@@ -102,7 +102,7 @@ func NewClientWith(endpoints []string, interval time.Duration, opts ClientOption
 		return nil, fmt.Errorf("%w: no endpoint given", ErrInvalidConfig)
 	}
 	guard := new(clusterguard.Guard)
-	cfg.DialOptions = append(cfg.DialOptions, guard.DialOption())
+	cfg.DialOptions = append(cfg.DialOptions, guard.DialOptions()...)
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcdcluster: %w", err)

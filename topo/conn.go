@@ -116,9 +116,10 @@ type Conn interface {
 	// created under prefix are reported as changes. Rapid changes of a file
 	// may be coalesced, but never away from a deletion: a file deleted and
 	// created again is reported deleted, then with its new value.
-	// Cancelling ctx, or Close, sends Interrupted and closes the channel. No
-	// event is lost: every file that exists when the channel closes was
-	// reported with its last value.
+	// Cancelling ctx, or Close, sends Interrupted and closes the channel.
+	// While the watch runs no event is lost: each file's latest value, or
+	// its deletion, is sent in time. Events not yet sent when ctx is
+	// cancelled or the Conn closes are dropped: Interrupted comes at once.
 	WatchRecursive(ctx context.Context, prefix string) ([]*WatchDataRecursive, <-chan *WatchDataRecursive, error)
 
 	// Txn applies a transaction: ops, in order, are conditions (IfVersion,

@@ -1,7 +1,8 @@
-// Package clusterguard pins an etcd client to one etcd cluster: a gRPC
-// client interceptor compares the cluster ID in each unary answer's
-// response header with the first one seen (or the one pinned) and turns
-// an answer from another cluster into an error wrapping ErrMismatch, so
+// Package clusterguard pins an etcd client to one etcd cluster: gRPC
+// client interceptors compare the cluster ID in each unary answer's
+// response header, and in each message of a stream (watch events, lease
+// keep-alives), with the first one seen (or the one pinned) and turn an
+// answer from another cluster into an error wrapping ErrMismatch, so
 // that a client whose connection was re-established to an address now
 // served by another cluster (a member that lost its data and bootstrapped
 // anew at its old URLs) never takes that cluster's answer, or its
@@ -55,26 +56,61 @@ func (g *Guard) ID() uint64 { return g.id.Load() }
 // TakeMismatch reports whether a mismatch was seen since its last call.
 func (g *Guard) TakeMismatch() bool { return g.mismatch.Swap(false) }
 
-// DialOption returns the gRPC dial option that installs the check.
-func (g *Guard) DialOption() grpc.DialOption {
-	return grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		err := invoker(ctx, method, req, reply, cc, opts...)
-		if err != nil || ctx.Value(skipKey{}) != nil {
-			return err
-		}
-		h, ok := reply.(interface {
-			GetHeader() *etcdserverpb.ResponseHeader
-		})
-		if !ok || h.GetHeader() == nil || h.GetHeader().ClusterId == 0 {
-			return nil
-		}
-		got := h.GetHeader().ClusterId
-		if !g.Pin(got) {
-			g.mismatch.Store(true)
-			return fmt.Errorf("%w: %s answered by cluster %x, not %x (was a member's data lost and the member bootstrapped anew at its old address?)", ErrMismatch, method, got, g.ID())
-		}
-		return nil
+// DialOptions returns the gRPC dial options that install the check: on
+// unary calls, and on every message a stream receives (a stream whose
+// message comes from another cluster fails with the error, and the
+// client's watch or keep-alive loop opens it again).
+func (g *Guard) DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			if err != nil || ctx.Value(skipKey{}) != nil {
+				return err
+			}
+			return g.check(method, reply)
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			cs, err := streamer(ctx, desc, cc, method, opts...)
+			if err != nil || ctx.Value(skipKey{}) != nil {
+				return cs, err
+			}
+			return &guardedStream{ClientStream: cs, g: g, method: method}, nil
+		}),
+	}
+}
+
+// check returns the ErrMismatch error when reply (an answer, or a
+// stream's message) carries a cluster ID other than the pinned one; it
+// pins the first one seen.
+func (g *Guard) check(method string, reply any) error {
+	h, ok := reply.(interface {
+		GetHeader() *etcdserverpb.ResponseHeader
 	})
+	if !ok || h.GetHeader() == nil || h.GetHeader().ClusterId == 0 {
+		return nil
+	}
+	got := h.GetHeader().ClusterId
+	if !g.Pin(got) {
+		g.mismatch.Store(true)
+		return fmt.Errorf("%w: %s answered by cluster %x, not %x (was a member's data lost and the member bootstrapped anew at its old address?)", ErrMismatch, method, got, g.ID())
+	}
+	return nil
+}
+
+// guardedStream checks each message a stream receives.
+type guardedStream struct {
+	grpc.ClientStream
+	g      *Guard
+	method string
+}
+
+// RecvMsg receives m and fails with the ErrMismatch error when it comes
+// from another cluster.
+func (s *guardedStream) RecvMsg(m any) error {
+	if err := s.ClientStream.RecvMsg(m); err != nil {
+		return err
+	}
+	return s.g.check(s.method, m)
 }
 
 // CheckEndpoints asks each of endpoints, when there are several, for its

@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc"
 
 	"github.com/topokit/topokit/internal/etcdembed"
 )
@@ -31,7 +30,7 @@ func TestCheckEndpointsSkipsRefusingEndpoint(t *testing.T) {
 
 	eps := []string{"http://" + addrs[0], "http://" + addrs[2]}
 	var g Guard
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, DialOptions: []grpc.DialOption{g.DialOption()}})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, DialOptions: g.DialOptions()})
 	require.NoError(t, err)
 	defer cli.Close()
 	done := make(chan string, 1)

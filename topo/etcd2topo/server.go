@@ -342,7 +342,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		dialOptions = append(dialOptions, grpc.WithAuthority(opts.TLSServerName))
 	}
 	guard := new(clusterguard.Guard)
-	dialOptions = append(dialOptions, guard.DialOption())
+	dialOptions = append(dialOptions, guard.DialOptions()...)
 	dctx, cancelDial := context.WithTimeout(ctx, opts.DialTimeout)
 	defer cancelDial()
 	dl, _ := dctx.Deadline() // ctx's or DialTimeout's, whichever is first
