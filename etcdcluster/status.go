@@ -416,22 +416,78 @@ func shortfall(ideal, volunteers, voters int) string {
 // MaxVoters (nothing written then), or the etcd error. An even n is
 // accepted, though it tolerates no more failures than n-1.
 func SetSize(ctx context.Context, cli *clientv3.Client, prefix string, n int) error {
-	if n > MaxVoters {
-		return fmt.Errorf("%w: got %d", ErrSizeTooLarge, n)
-	}
-	return SetSizeForce(ctx, cli, prefix, n)
+	return SetSizeWith(ctx, cli, prefix, n, SizeOptions{})
 }
 
 // SetSizeForce is SetSize without the MaxVoters limit.
 func SetSizeForce(ctx context.Context, cli *clientv3.Client, prefix string, n int) error {
+	return SetSizeWith(ctx, cli, prefix, n, SizeOptions{Force: true})
+}
+
+// SizeOptions are SetSizeWith's options.
+type SizeOptions struct {
+	// Force accepts a size above MaxVoters.
+	Force bool
+	// Client holds the credentials cli was opened with (see
+	// NewClientWith), used to ask cli's endpoints whether a node waiting
+	// for a cluster to form answers there.
+	Client ClientOptions
+}
+
+// SetSizeWith is SetSize (SetSizeForce with opts.Force) that, while the
+// write waits for an answer, asks cli's endpoints whether a node waiting
+// for a cluster to form answers there instead of an etcd member: if so it
+// stops waiting and returns an error wrapping ErrWaitingForCluster (as
+// StatusWith does; such a node serves no etcd, so nothing was stored
+// there) instead of waiting until ctx ends.
+func SetSizeWith(ctx context.Context, cli *clientv3.Client, prefix string, n int, opts SizeOptions) error {
 	if n < 1 {
 		return fmt.Errorf("%w: got %d", ErrInvalidSize, n)
 	}
+	if n > MaxVoters && !opts.Force {
+		return fmt.Errorf("%w: got %d", ErrSizeTooLarge, n)
+	}
 	k := keys{prefix: cleanPrefix(prefix)}
-	if _, err := cli.Put(ctx, k.size(), strconv.Itoa(n)); err != nil {
+	err := unlessWaiting(ctx, cli, opts.Client, func(ctx context.Context) error {
+		_, err := cli.Put(ctx, k.size(), strconv.Itoa(n))
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrWaitingForCluster) {
 		return fmt.Errorf("etcdcluster: storing the ideal size: %w", err)
 	}
-	return nil
+	return err
+}
+
+// unlessWaiting runs call while asking cli's endpoints whether only nodes
+// waiting for a cluster to form answer there (waitingNodes). When they do,
+// call's context is cancelled unless call already ended, and the waiting
+// nodes' error is returned in place of call's error; otherwise call's
+// result is returned.
+func unlessWaiting(ctx context.Context, cli *clientv3.Client, opts ClientOptions, call func(context.Context) error) error {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	waiting := make(chan error, 1)
+	go func() { waiting <- waitingNodes(cctx, cli.Endpoints(), opts) }()
+	done := make(chan error, 1)
+	go func() { done <- call(cctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			if werr := <-waiting; werr != nil {
+				return werr
+			}
+		}
+		return err
+	case werr := <-waiting:
+		if werr == nil {
+			return <-done
+		}
+		cancel()
+		if err := <-done; err == nil {
+			return nil
+		}
+		return werr
+	}
 }
 
 func cleanPrefix(p string) string {

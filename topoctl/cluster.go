@@ -166,7 +166,7 @@ it tolerates no more failed members than the odd size below it.`,
 			defer cc.close()
 			ctx, cancel := stores.callCtx(cmd.Context())
 			defer cancel()
-			if err := etcdcluster.SetSizeForce(ctx, cc.cli, *prefix, n); err != nil {
+			if err := etcdcluster.SetSizeWith(ctx, cc.cli, *prefix, n, etcdcluster.SizeOptions{Force: true, Client: cc.opts}); err != nil {
 				return cc.explain(err)
 			}
 			if st, err := etcdcluster.StatusWith(ctx, cc.cli, *prefix, cc.opts); err == nil && st.Decider == "" && len(st.Volunteers) == 0 {

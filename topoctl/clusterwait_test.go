@@ -17,7 +17,8 @@ import (
 // for the other node of its --bootstrap-expect 2 says at once that it is
 // waiting for a cluster to form, and for what (the seeds, the number of
 // nodes, the ones it sees). It waited out --timeout, then told to start
-// the "other members" of a cluster that does not exist yet.
+// the "other members" of a cluster that does not exist yet. "cluster size"
+// at such a node says the same at once; it waited out --timeout.
 func TestClusterStatusWaitingNode(t *testing.T) {
 	t.Parallel()
 	env := []string{envImplementation + "=", envServerAddress + "=", envRoot + "=", envCell + "=", envDataDir + "="}
@@ -47,6 +48,13 @@ func TestClusterStatusWaitingNode(t *testing.T) {
 		"start the other nodes",
 	}, "--timeout", "1m", "cluster", "status")
 	require.NotContains(t, r.stderr, "start its other members")
+
+	// cluster size says so too, rather than waiting out --timeout for
+	// an answer the node never gives.
+	r = tg.fails(t, 1, []string{
+		"only a node waiting for a cluster to form: http://" + addrs[0] + " is node n1",
+	}, "--timeout", "1m", "cluster", "size", "3")
+	require.NotContains(t, r.stderr, "deadline exceeded")
 }
 
 // TestClusterStatusDeadDecider: without a quorum, "cluster status" does
