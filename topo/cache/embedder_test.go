@@ -9,10 +9,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/cache"
-	"github.com/topokit/topokit/topo/consultopo/consultest"
-	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 	"github.com/topokit/topokit/topo/test/faultproxy"
-	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
 // TestEmbedderOutage uses a Cache as an embedder swapping its Conn for
@@ -24,18 +21,7 @@ import (
 // made meanwhile reach memory and a local watcher, which sees no change
 // twice and none out of order.
 func TestEmbedderOutage(t *testing.T) {
-	t.Run("etcd", func(t *testing.T) {
-		addr, root := etcdtest.Start(t), newRoot()
-		requireEmbedderOutage(t, addr, func(addr string) topo.Conn { return etcdOpen(t, addr, root)() })
-	})
-	t.Run("zk", func(t *testing.T) {
-		addr, root := zktest.Start(t), newRoot()
-		requireEmbedderOutage(t, addr, func(addr string) topo.Conn { return zkOpen(t, addr, root, true)() })
-	})
-	t.Run("consul", func(t *testing.T) {
-		addr, root := consultest.Start(t), newRoot()
-		requireEmbedderOutage(t, addr, func(addr string) topo.Conn { return consulOpen(t, addr, root)() })
-	})
+	onRealStores(t, true, requireEmbedderOutage)
 }
 
 func requireEmbedderOutage(t *testing.T, addr string, open func(addr string) topo.Conn) {

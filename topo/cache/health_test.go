@@ -65,18 +65,7 @@ func TestHealthAfterClose(t *testing.T) {
 // after the store had answered the new one. On etcd, ZooKeeper and
 // Consul.
 func TestCatchUpAfterOutage(t *testing.T) {
-	t.Run("etcd", func(t *testing.T) {
-		addr, root := etcdtest.Start(t), newRoot()
-		requireCatchUp(t, addr, func(addr string) topo.Conn { return etcdOpen(t, addr, root)() })
-	})
-	t.Run("zk", func(t *testing.T) {
-		addr, root := zktest.Start(t), newRoot()
-		requireCatchUp(t, addr, func(addr string) topo.Conn { return zkOpen(t, addr, root, false)() })
-	})
-	t.Run("consul", func(t *testing.T) {
-		addr, root := consultest.Start(t), newRoot()
-		requireCatchUp(t, addr, func(addr string) topo.Conn { return consulOpen(t, addr, root)() })
-	})
+	onRealStores(t, false, requireCatchUp)
 }
 
 func requireCatchUp(t *testing.T, addr string, open func(addr string) topo.Conn) {

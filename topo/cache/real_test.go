@@ -92,20 +92,26 @@ func TestSuiteConsul(t *testing.T) {
 // turns Stale and answers from memory, marked stale; writes made meanwhile
 // by others reach it once the partition heals, and it is Healthy again.
 func TestPartition(t *testing.T) {
+	onRealStores(t, false, requirePartition)
+}
+
+// onRealStores runs run in a subtest per real store (etcd, zk, consul),
+// each on a server of its own, with the server's address and an open
+// function that dials addr (the server's, or a proxy's in front of it)
+// at one new root per subtest; ZooKeeper Conns are opened with
+// LinearizableReads set to zkLinearizable.
+func onRealStores(t *testing.T, zkLinearizable bool, run func(t *testing.T, addr string, open func(addr string) topo.Conn)) {
 	t.Run("etcd", func(t *testing.T) {
-		addr := etcdtest.Start(t)
-		root := newRoot()
-		requirePartition(t, addr, func(addr string) topo.Conn { return etcdOpen(t, addr, root)() })
+		addr, root := etcdtest.Start(t), newRoot()
+		run(t, addr, func(addr string) topo.Conn { return etcdOpen(t, addr, root)() })
 	})
 	t.Run("zk", func(t *testing.T) {
-		addr := zktest.Start(t)
-		root := newRoot()
-		requirePartition(t, addr, func(addr string) topo.Conn { return zkOpen(t, addr, root, false)() })
+		addr, root := zktest.Start(t), newRoot()
+		run(t, addr, func(addr string) topo.Conn { return zkOpen(t, addr, root, zkLinearizable)() })
 	})
 	t.Run("consul", func(t *testing.T) {
-		addr := consultest.Start(t)
-		root := newRoot()
-		requirePartition(t, addr, func(addr string) topo.Conn { return consulOpen(t, addr, root)() })
+		addr, root := consultest.Start(t), newRoot()
+		run(t, addr, func(addr string) topo.Conn { return consulOpen(t, addr, root)() })
 	})
 }
 
