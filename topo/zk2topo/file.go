@@ -55,14 +55,37 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 
 func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Version, error) {
 	zp := c.zkPath(p)
-	// missing counts the ancestors the next multi creates: doubled while
-	// the highest is missing too, cut to those below one found existing.
+	err := c.createWithParents(ctx, p, zp, contents, func(z *zk.Conn) error {
+		_, err := z.Create(zp, contents, zk.FlagPersistent, c.acl)
+		return err
+	})
+	switch {
+	case err == nil:
+		return topo.NumericVersion(0), nil
+	case errors.Is(err, zk.ErrNodeExists):
+		// A directory znode becomes the file, a file stays
+		// (NodeExists): a one-op Txn, its CreateOp over a directory.
+		vs, err := c.Txn(ctx, topo.CreateOp(p, contents))
+		if err != nil {
+			return nil, opErr(err)
+		}
+		return vs[0], nil
+	}
+	return nil, c.convert(err, p)
+}
+
+// createWithParents creates the znode zp: with single while its parent
+// exists, else in one multi with the missing directories above it
+// (createUnder, zp holding contents), their count learnt from failed
+// requests: doubled while the highest is missing too, cut to those below
+// one found existing. It returns the client's error (NodeExists when zp
+// exists), or Unavailable after 20 attempts.
+func (c *Conn) createWithParents(ctx context.Context, p, zp string, contents []byte, single func(z *zk.Conn) error) error {
 	missing, depth := 0, strings.Count(zp, "/")-1
-	for attempt := 0; ; attempt++ {
+	for attempt := 0; attempt < 20; attempt++ {
 		err := c.write(ctx, p, func(z *zk.Conn) error {
 			if missing == 0 {
-				_, err := z.Create(zp, contents, zk.FlagPersistent, c.acl)
-				return err
+				return single(z)
 			}
 			return createUnder(z, zp, missing, contents, c.acl)
 		})
@@ -71,24 +94,15 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Vers
 			err = at.err
 		}
 		switch {
-		case err == nil:
-			return topo.NumericVersion(0), nil
-		case errors.Is(err, zk.ErrNoNode) && attempt < 20 && missing < depth:
+		case errors.Is(err, zk.ErrNoNode) && missing < depth:
 			missing = min(max(2*missing, 1), depth)
-		case errors.Is(err, zk.ErrNodeExists) && at != nil && at.op < missing && attempt < 20:
+		case errors.Is(err, zk.ErrNodeExists) && at != nil && at.op < missing:
 			missing -= at.op + 1 // that ancestor exists: create those below it
-		case errors.Is(err, zk.ErrNodeExists):
-			// A directory znode becomes the file, a file stays
-			// (NodeExists): a one-op Txn, its CreateOp over a directory.
-			vs, err := c.Txn(ctx, topo.CreateOp(p, contents))
-			if err != nil {
-				return nil, opErr(err)
-			}
-			return vs[0], nil
 		default:
-			return nil, c.convert(err, p)
+			return err
 		}
 	}
+	return topo.NewError(topo.Unavailable, p)
 }
 
 // kindOn reads zp's Stat and its children's names on session s (nil: as
