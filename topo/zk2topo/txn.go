@@ -399,7 +399,10 @@ func (t *txn) build() []mreq {
 			switch {
 			case t.entryCheck(i) && s.isEntry():
 				out = append(out, mreq{&zk.CheckVersionRequest{Path: zp, Version: -2}, i, roleEntry})
-			case t.entryCheck(i) && op.Version == backendkit.AnyVersion && s.statted && s.exists && !s.dirOnly():
+			case op.Version == backendkit.AnyVersion && s.statted && s.exists && (t.emptyWrite(i) || t.entryCheck(i) && !s.dirOnly()):
+				// At the version read: a file re-written or re-created
+				// since fails the multi and is read again (empty contents
+				// onto a znode read without children: emptyOntoChildren).
 				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: s.st.Version}, i, roleAt})
 			case op.Version != backendkit.AnyVersion && s.dirOnly():
 				kindFail(i, zp)
@@ -413,12 +416,6 @@ func (t *txn) build() []mreq {
 				parents(i)
 				made[zp] = true
 				out = append(out, mreq{&zk.CreateRequest{Path: zp, Data: op.Contents, Acl: c.acl, Flags: zk.FlagPersistent}, i, roleCreate})
-			case op.Version == backendkit.AnyVersion && t.emptyWrite(i) && s.statted && s.exists:
-				// Empty contents onto a znode read without children
-				// (emptyOntoChildren): at the version read, so that one
-				// written or re-created since fails the multi and is read
-				// again.
-				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: s.st.Version}, i, roleAt})
 			default:
 				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: zkVersion(op.Version)}, i, roleMain})
 			}
@@ -1039,15 +1036,6 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 	return true, backendkit.TxnOpError(op, c.convert(zerr, op.Path))
 }
 
-// kindRead reports whether op i's Stat is read with its children's names
-// (kindOn, the cost of an exists): a CreateOp or DeleteOp may write the
-// data of a znode read with children (roleDirToFile, roleUnfile), checked
-// to be that znode by one of them (roleSame).
-func (t *txn) kindRead(i int) bool {
-	k := t.ops[i].Kind
-	return k == topo.TxnCreate || k == topo.TxnDelete
-}
-
 // statAll reads the Stats of zps concurrently on the multi's session (one
 // round trip), with their children's names where kids says so (kindOn),
 // and verifies the claims beside them. The error is verify's, else the
@@ -1126,7 +1114,11 @@ func (t *txn) read(ctx context.Context, idx []int, self, anc bool) error {
 	seen := map[string]int{} // znode path → index in zps
 	var zps []string
 	var owner []int // the first op whose read needs zps[k], for errors
-	var kids []bool // read with the children's names (kindRead)
+	// kids: read with the children's names (kindOn, the cost of an
+	// exists): a CreateOp or DeleteOp may write the data of a znode read
+	// with children (roleDirToFile, roleUnfile), checked to be that znode
+	// by one of them (roleSame).
+	var kids []bool
 	for _, i := range idx {
 		zp := c.zkPath(t.ops[i].Path)
 		var read []string
@@ -1142,7 +1134,7 @@ func (t *txn) read(ctx context.Context, idx []int, self, anc bool) error {
 				zps, owner, kids = append(zps, d), append(owner, i), append(kids, false)
 			}
 		}
-		if self && t.kindRead(i) {
+		if k := t.ops[i].Kind; self && (k == topo.TxnCreate || k == topo.TxnDelete) {
 			kids[seen[zp]] = true
 		}
 	}
