@@ -1242,6 +1242,6 @@ func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse, unf
 	for _, u := range unfiled {
 		c.removeIfEmpty(ctx, u, slices.Contains(cleanup, u.dir)) // cleanupDirs reads it
 	}
-	c.cleanupDirs(ctx, cleanup)
+	c.cleanupDirs(ctx, cleanupAttempts, cleanup...)
 	return out
 }
