@@ -133,7 +133,7 @@ func (c *Conn) removeDir(ctx context.Context, dir string, d, l statRes, locksFir
 	reqs, reread := dirDeletes(dir, d, l, locksFirst)
 	if reqs == nil {
 		if reread {
-			c.cleanupDirs(ctx, []string{dir})
+			c.cleanupDirs(ctx, cleanupAttempts, dir)
 		}
 		return
 	}
@@ -150,10 +150,10 @@ func (c *Conn) removeDir(ctx context.Context, dir string, d, l statRes, locksFir
 		return err
 	})
 	if err != nil {
-		c.cleanupDirs(ctx, []string{dir})
+		c.cleanupDirs(ctx, cleanupAttempts, dir)
 		return
 	}
-	c.cleanupDirs(ctx, []string{zkDir(top)})
+	c.cleanupDirs(ctx, cleanupAttempts, zkDir(top))
 }
 
 // withEmptied extends reqs, the deletes removing dir, with those of the
@@ -201,13 +201,9 @@ const cleanupAttempts = 3
 // cleanupDirs removes the directories dirs while empty, then their
 // parents, a level at a time for all (docs/layout-zookeeper.md,
 // "Directories left empty"); when a level's multi fails, each directory
-// is cleaned up alone, cleanupAttempts times at most.
-func (c *Conn) cleanupDirs(ctx context.Context, dirs []string) {
-	c.cleanupLevels(ctx, dirs, cleanupAttempts)
-}
-
-// cleanupLevels is cleanupDirs with attempts left.
-func (c *Conn) cleanupLevels(ctx context.Context, dirs []string, attempts int) {
+// is cleaned up alone, attempts times at most in all (callers pass
+// cleanupAttempts).
+func (c *Conn) cleanupDirs(ctx context.Context, attempts int, dirs ...string) {
 	level := map[string]bool{}
 	for _, d := range dirs {
 		if c.removable(d) {
@@ -302,7 +298,7 @@ func (c *Conn) cleanupLevels(ctx context.Context, dirs []string, attempts int) {
 		if err != nil {
 			if attempts > 1 {
 				for _, d := range removed {
-					wg.Go(func() { c.cleanupLevels(ctx, []string{d}, attempts-1) })
+					wg.Go(func() { c.cleanupDirs(ctx, attempts-1, d) })
 				}
 				wg.Wait()
 			}

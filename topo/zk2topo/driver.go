@@ -387,7 +387,7 @@ func (c *Conn) cleanupGone(ctx context.Context, s *zkSession, election bool, nod
 	if election || c.closed.Load() || s.isLost() {
 		return
 	}
-	c.cleanupDirs(ctx, []string{zkDir(zkDir(node))})
+	c.cleanupDirs(ctx, cleanupAttempts, zkDir(zkDir(node)))
 }
 
 // errNotConnected is the cause of Check's Unavailable while the claim's

@@ -55,14 +55,37 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 
 func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Version, error) {
 	zp := c.zkPath(p)
-	// missing counts the ancestors the next multi creates: doubled while
-	// the highest is missing too, cut to those below one found existing.
+	err := c.createWithParents(ctx, p, zp, contents, func(z *zk.Conn) error {
+		_, err := z.Create(zp, contents, zk.FlagPersistent, c.acl)
+		return err
+	})
+	switch {
+	case err == nil:
+		return topo.NumericVersion(0), nil
+	case errors.Is(err, zk.ErrNodeExists):
+		// A directory znode becomes the file, a file stays
+		// (NodeExists): a one-op Txn, its CreateOp over a directory.
+		vs, err := c.Txn(ctx, topo.CreateOp(p, contents))
+		if err != nil {
+			return nil, opErr(err)
+		}
+		return vs[0], nil
+	}
+	return nil, c.convert(err, p)
+}
+
+// createWithParents creates the znode zp: with single while its parent
+// exists, else in one multi with the missing directories above it
+// (createUnder, zp holding contents), their count learnt from failed
+// requests: doubled while the highest is missing too, cut to those below
+// one found existing. It returns the client's error (NodeExists when zp
+// exists), or Unavailable after 20 attempts.
+func (c *Conn) createWithParents(ctx context.Context, p, zp string, contents []byte, single func(z *zk.Conn) error) error {
 	missing, depth := 0, strings.Count(zp, "/")-1
-	for attempt := 0; ; attempt++ {
+	for attempt := 0; attempt < 20; attempt++ {
 		err := c.write(ctx, p, func(z *zk.Conn) error {
 			if missing == 0 {
-				_, err := z.Create(zp, contents, zk.FlagPersistent, c.acl)
-				return err
+				return single(z)
 			}
 			return createUnder(z, zp, missing, contents, c.acl)
 		})
@@ -71,24 +94,15 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Vers
 			err = at.err
 		}
 		switch {
-		case err == nil:
-			return topo.NumericVersion(0), nil
-		case errors.Is(err, zk.ErrNoNode) && attempt < 20 && missing < depth:
+		case errors.Is(err, zk.ErrNoNode) && missing < depth:
 			missing = min(max(2*missing, 1), depth)
-		case errors.Is(err, zk.ErrNodeExists) && at != nil && at.op < missing && attempt < 20:
+		case errors.Is(err, zk.ErrNodeExists) && at != nil && at.op < missing:
 			missing -= at.op + 1 // that ancestor exists: create those below it
-		case errors.Is(err, zk.ErrNodeExists):
-			// A directory znode becomes the file, a file stays
-			// (NodeExists): a one-op Txn, its CreateOp over a directory.
-			vs, err := c.Txn(ctx, topo.CreateOp(p, contents))
-			if err != nil {
-				return nil, opErr(err)
-			}
-			return vs[0], nil
 		default:
-			return nil, c.convert(err, p)
+			return err
 		}
 	}
+	return topo.NewError(topo.Unavailable, p)
 }
 
 // kindOn reads zp's Stat and its children's names on session s (nil: as
@@ -204,50 +218,48 @@ func zkVersion(n int64) int32 {
 // Update writes contents to filePath and returns the new Stat.Version. A
 // nil version writes unconditionally (one round trip when the file
 // exists), creating the file and its parents when absent and turning a
-// directory-only znode into the file; a non-nil version is a
-// compare-and-set (two round trips): BadVersion when it differs, NoNode
-// when the file is absent or only a directory. Empty contents on a znode
-// with children (only a directory, or a file with files below it, which
-// would vanish) are ErrEmptyFileWithChildren, nothing written; an
-// unconditional Update of empty contents costs a Stat read more, and
-// misses a file created below between the two (readThenSet). Where
-// znodes may be lock or election entries (a Conn rooted at a reserved
-// place, a path with a segment "elections"), Update is a one-op Txn: an
-// entry is NodeExists, and ResourceExhausted (ErrTxnContention) when
-// concurrent writers win every attempt. Errors: InvalidPath (including the
-// reserved-name rule), InvalidArgument (value too large, foreign or
-// negative version, ErrEmptyFileWithChildren), NoNode, NodeExists,
-// BadVersion, PermissionDenied, ResourceExhausted, Timeout/Interrupted,
-// Closed, Unavailable; nothing is written on any but the last three
-// (outcome unknown).
+// directory-only znode into the file. A non-nil version is a
+// compare-and-set: BadVersion when it differs, NoNode when the file is
+// absent or only a directory. Empty contents on a znode with children
+// (only a directory, or a file with files below it, which would vanish)
+// are ErrEmptyFileWithChildren, nothing written. A compare-and-set, an
+// unconditional Update of empty contents, and any Update where znodes may
+// be lock or election entries (a Conn rooted at a reserved place, a path
+// with a segment "elections": an entry is NodeExists) are a one-op Txn:
+// a Stat read, then the write at the version read (two round trips); a
+// file created below between the two is missed (see Txn), and
+// ResourceExhausted (ErrTxnContention) comes when concurrent writers win
+// every attempt. Errors: InvalidPath (including the reserved-name rule),
+// InvalidArgument (value too large, foreign or negative version,
+// ErrEmptyFileWithChildren), NoNode, NodeExists, BadVersion,
+// PermissionDenied, ResourceExhausted, Timeout/Interrupted, Closed,
+// Unavailable; nothing is written on any but the last three (outcome
+// unknown).
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	p, n, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckUpdate(p, contents, version) }, c.closed.Load)
 	if err != nil {
 		return nil, err
 	}
-	ver := zkVersion(n)
 	if c.internal(p) {
 		return nil, backendkit.Wrap(topo.InvalidPath, p, errOwnZnodes)
 	}
-	zp := c.zkPath(p)
-	if c.entriesAt(p) {
+	entries := c.entriesAt(p)
+	if entries || version != nil || len(contents) == 0 {
+		if !entries && version == nil {
+			contents = nil // sent as a null buffer (length -1)
+		}
 		vs, err := c.Txn(ctx, topo.UpdateOp(p, contents, version))
 		if err != nil {
 			return nil, opErr(err)
 		}
 		return vs[0], nil
 	}
-	if version != nil || len(contents) == 0 {
-		if version == nil {
-			contents = nil // sent as a null buffer (length -1)
-		}
-		return c.readThenSet(ctx, p, zp, contents, ver)
-	}
+	zp := c.zkPath(p)
 	for attempt := 0; ; attempt++ {
 		var st *zk.Stat
 		err := c.write(ctx, p, func(z *zk.Conn) error {
 			var err error
-			st, err = z.Set(zp, contents, ver)
+			st, err = z.Set(zp, contents, zkVersion(n))
 			return err
 		})
 		if err == nil {
@@ -263,76 +275,6 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		// Created concurrently by someone else: overwrite it.
 	}
 }
-
-// readThenSet is a compare-and-set Update at ver, or (ver -1) an
-// unconditional Update of empty contents: a Stat read, then the write at
-// the version read on the same session (two round trips). A
-// compare-and-set is NoNode when the znode is absent, only a directory or
-// an entry, BadVersion at another version; an unconditional one creates
-// an absent file. Both read again when the znode changed before their
-// write (a compare-and-set whose file another client's Delete emptied
-// meanwhile is NoNode, not BadVersion). Empty contents on a znode with
-// children are ErrEmptyFileWithChildren.
-// The windows, between the two requests: for a compare-and-set, the file
-// deleted and re-created as a directory at the same version (0); for
-// empty contents, a file created below p, which leaves p empty with
-// children, a directory, as that create would have made it had it come
-// just after this Update (no ZooKeeper request but a delete fails on
-// children, so the write is kept: docs/layout-zookeeper.md, Directories).
-func (c *Conn) readThenSet(ctx context.Context, p, zp string, contents []byte, ver int32) (topo.Version, error) {
-	cas := ver != -1
-	for attempt := 0; ; attempt++ {
-		s, err := c.live(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		var exists bool
-		var st *zk.Stat
-		err = c.do(ctx, p, func() error {
-			var err error
-			exists, st, err = s.zk.Exists(zp)
-			return err
-		})
-		switch {
-		case err != nil:
-			return nil, c.convert(err, p)
-		case cas && (!exists || !isFile(st) || st.EphemeralOwner != 0):
-			return nil, topo.NewError(topo.NoNode, p)
-		case cas && st.Version != ver:
-			return nil, topo.NewError(topo.BadVersion, p)
-		case !exists:
-			v, err := c.create(ctx, p, nil)
-			if err == nil || !topo.IsErrType(err, topo.NodeExists) || attempt >= 10 {
-				return v, err
-			}
-			continue // created concurrently by someone else: read it
-		case len(contents) == 0 && st.NumChildren > 0:
-			return nil, emptyWithChildren(p)
-		}
-		var nst *zk.Stat
-		err = c.do(ctx, p, func() error {
-			var err error
-			nst, err = s.zk.Set(zp, contents, st.Version)
-			return err
-		})
-		if err == nil {
-			return topo.NumericVersion(nst.Version), nil
-		}
-		if !errors.Is(err, zk.ErrBadVersion) && !errors.Is(err, zk.ErrNoNode) {
-			return nil, c.convert(err, p)
-		}
-		if attempt >= 10 {
-			return nil, backendkit.Wrap(topo.ResourceExhausted, p, errEmptyUpdateContention)
-		}
-		// Written or deleted since the read: read it again.
-	}
-}
-
-// errEmptyUpdateContention is the cause of the ResourceExhausted error of
-// an Update of empty contents (or a compare-and-set, its file re-created
-// at its version each time) whose file other writers changed between its
-// read and its write at every attempt.
-var errEmptyUpdateContention = errors.New("zk2topo: concurrent writers changed the file between the read and the write of every attempt; nothing was written")
 
 // emptyWithChildren is the InvalidArgument error of a write of empty
 // contents to p, a znode with children (ErrEmptyFileWithChildren).

@@ -3,12 +3,10 @@ package zk2topo
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
@@ -83,33 +81,14 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents 
 // persistent (a multi cannot create a container; Vitess's are persistent
 // too) and goes at Unlock's clean-up.
 func (c *Conn) makeLocks(ctx context.Context, dp, locksZp string) error {
-	missing, depth := 0, strings.Count(locksZp, "/")-1
-	for attempt := 0; attempt < 20; attempt++ {
-		err := c.write(ctx, dp, func(z *zk.Conn) error {
-			if missing == 0 {
-				_, err := z.CreateContainer(locksZp, nil, zk.FlagContainer, c.acl)
-				return err
-			}
-			return createUnder(z, locksZp, missing, nil, c.acl)
-		})
-		var at *opFailed
-		if errors.As(err, &at) {
-			err = at.err
-		}
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, zk.ErrNoNode) && missing < depth:
-			missing = min(max(2*missing, 1), depth)
-		case errors.Is(err, zk.ErrNodeExists) && at != nil && at.op < missing:
-			missing -= at.op + 1 // that ancestor exists: create those below it
-		case errors.Is(err, zk.ErrNodeExists):
-			return nil
-		default:
-			return c.convert(err, dp)
-		}
+	err := c.createWithParents(ctx, dp, locksZp, nil, func(z *zk.Conn) error {
+		_, err := z.CreateContainer(locksZp, nil, zk.FlagContainer, c.acl)
+		return err
+	})
+	if err == nil || errors.Is(err, zk.ErrNodeExists) {
+		return nil
 	}
-	return topo.NewError(topo.Unavailable, dp)
+	return c.convert(err, dp)
 }
 
 // releaseLock deletes s's lock entry node and, pipelined behind it, reads

@@ -141,8 +141,8 @@ func (s *zkSession) createEnded(parentZp string) {
 }
 
 // dropEntry forgets and deletes an abandoned entry of session s (a
-// candidate with its value znode) with a fresh context; a lock's emptied
-// directories are cleaned up as Unlock does. Nothing is sent for a lock
+// candidate with its value znode) with a fresh context; a lock's as
+// Unlock deletes it (releaseLock). Nothing is sent for a lock
 // entry once s is over.
 func (c *Conn) dropEntry(s *zkSession, node string, election bool) {
 	ctx, cancel := freshContext()
@@ -154,12 +154,8 @@ func (c *Conn) dropEntry(s *zkSession, node string, election bool) {
 		return
 	}
 	s.forget(node, 0)
-	if c.closed.Load() || s.isLost() {
-		return
-	}
-	_ = c.do(ctx, c.relPath(node), func() error { return s.zk.Delete(node, -1) })
 	if !c.closed.Load() && !s.isLost() {
-		c.cleanupDirs(ctx, []string{zkDir(zkDir(node))})
+		_ = c.releaseLock(ctx, s, c.relPath(zkDir(zkDir(node))), node)
 	}
 }
 

@@ -106,7 +106,8 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // the read and the multi.
 //
 // A multi cannot tell a file from a directory, so IfVersion, IfPresent and
-// a versioned UpdateOp read the Stat first (one round trip more). A Txn of
+// a versioned UpdateOp read the Stat first (one round trip more); when it
+// shows the first op failing, the Txn fails without a multi. A Txn of
 // only CreateOp, unversioned UpdateOp of non-empty contents, DeleteOp
 // (with no write below it) and IfAbsent costs one round trip when nothing
 // is missing, two with IfHeld. A multi failing where only a Stat tells why
@@ -399,7 +400,10 @@ func (t *txn) build() []mreq {
 			switch {
 			case t.entryCheck(i) && s.isEntry():
 				out = append(out, mreq{&zk.CheckVersionRequest{Path: zp, Version: -2}, i, roleEntry})
-			case t.entryCheck(i) && op.Version == backendkit.AnyVersion && s.statted && s.exists && !s.dirOnly():
+			case op.Version == backendkit.AnyVersion && s.statted && s.exists && (t.emptyWrite(i) || t.entryCheck(i) && !s.dirOnly()):
+				// At the version read: a file re-written or re-created
+				// since fails the multi and is read again (empty contents
+				// onto a znode read without children: emptyOntoChildren).
 				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: s.st.Version}, i, roleAt})
 			case op.Version != backendkit.AnyVersion && s.dirOnly():
 				kindFail(i, zp)
@@ -413,12 +417,6 @@ func (t *txn) build() []mreq {
 				parents(i)
 				made[zp] = true
 				out = append(out, mreq{&zk.CreateRequest{Path: zp, Data: op.Contents, Acl: c.acl, Flags: zk.FlagPersistent}, i, roleCreate})
-			case op.Version == backendkit.AnyVersion && t.emptyWrite(i) && s.statted && s.exists:
-				// Empty contents onto a znode read without children
-				// (emptyOntoChildren): at the version read, so that one
-				// written or re-created since fails the multi and is read
-				// again.
-				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: s.st.Version}, i, roleAt})
 			default:
 				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: zkVersion(op.Version)}, i, roleMain})
 			}
@@ -683,6 +681,16 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 	t.belowEmptied()
 	if t.claims[0].dead && t.ops[0].Kind == topo.TxnIfHeld {
 		return nil, backendkit.TxnFailed(t.ops[0], topo.LockLost)
+	}
+	if s := &t.st[0]; t.needsStat(0) && !(t.entryCheck(0) && s.isEntry()) {
+		// The first op fails at its Stat's instant: no op comes before it
+		// (an entry's UpdateOp is NodeExists: see failed, roleEntry).
+		switch op := t.ops[0]; {
+		case !s.exists || s.dirOnly():
+			return nil, backendkit.TxnFailed(op, topo.NoNode)
+		case op.Version != backendkit.AnyVersion && zkVersion(op.Version) != s.st.Version:
+			return nil, backendkit.TxnFailed(op, topo.BadVersion)
+		}
 	}
 	for attempt := 0; attempt < maxTxnAttempts; attempt++ {
 		if err := t.emptyOntoChildren(); err != nil {
@@ -1039,15 +1047,6 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 	return true, backendkit.TxnOpError(op, c.convert(zerr, op.Path))
 }
 
-// kindRead reports whether op i's Stat is read with its children's names
-// (kindOn, the cost of an exists): a CreateOp or DeleteOp may write the
-// data of a znode read with children (roleDirToFile, roleUnfile), checked
-// to be that znode by one of them (roleSame).
-func (t *txn) kindRead(i int) bool {
-	k := t.ops[i].Kind
-	return k == topo.TxnCreate || k == topo.TxnDelete
-}
-
 // statAll reads the Stats of zps concurrently on the multi's session (one
 // round trip), with their children's names where kids says so (kindOn),
 // and verifies the claims beside them. The error is verify's, else the
@@ -1126,7 +1125,11 @@ func (t *txn) read(ctx context.Context, idx []int, self, anc bool) error {
 	seen := map[string]int{} // znode path → index in zps
 	var zps []string
 	var owner []int // the first op whose read needs zps[k], for errors
-	var kids []bool // read with the children's names (kindRead)
+	// kids: read with the children's names (kindOn, the cost of an
+	// exists): a CreateOp or DeleteOp may write the data of a znode read
+	// with children (roleDirToFile, roleUnfile), checked to be that znode
+	// by one of them (roleSame).
+	var kids []bool
 	for _, i := range idx {
 		zp := c.zkPath(t.ops[i].Path)
 		var read []string
@@ -1142,7 +1145,7 @@ func (t *txn) read(ctx context.Context, idx []int, self, anc bool) error {
 				zps, owner, kids = append(zps, d), append(owner, i), append(kids, false)
 			}
 		}
-		if self && t.kindRead(i) {
+		if k := t.ops[i].Kind; self && (k == topo.TxnCreate || k == topo.TxnDelete) {
 			kids[seen[zp]] = true
 		}
 	}
@@ -1239,6 +1242,6 @@ func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse, unf
 	for _, u := range unfiled {
 		c.removeIfEmpty(ctx, u, slices.Contains(cleanup, u.dir)) // cleanupDirs reads it
 	}
-	c.cleanupDirs(ctx, cleanup)
+	c.cleanupDirs(ctx, cleanupAttempts, cleanup...)
 	return out
 }
