@@ -135,19 +135,13 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (
 			plan.guarded = true
 			if states != nil {
 				refused, index := guardedPlan(op, states[key])
-				switch {
-				case refused != nil:
+				if refused != nil {
 					plan.refused[i] = refused
 					add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: 0})
 					continue
-				case op.Kind == topo.TxnUpdate:
-					add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Flags: writeNonce(), Index: index})
-				default:
-					add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: index})
-					add(i, &api.KVTxnOp{Verb: api.KVDelete, Key: key})
 				}
-				plan.at[i] = true
-				continue
+				// Planned below as a write at the index read.
+				plan.at[i], op.Version = true, int64(index)
 			}
 		}
 		switch op.Kind {
@@ -181,12 +175,12 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (
 		case topo.TxnCreate:
 			add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Index: 0})
 		case topo.TxnUpdate:
-			switch op.Version {
-			case backendkit.AnyVersion:
+			switch {
+			case op.Version == backendkit.AnyVersion:
 				add(i, &api.KVTxnOp{Verb: api.KVSet, Key: key, Value: op.Contents, Flags: writeNonce()})
-			case 0: // a cas on 0 would create the key
+			case op.Version == 0 && !plan.at[i]: // a cas on 0 would create the key
 				add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: 0})
-			default:
+			default: // at a guarded write's index 0: only if still absent
 				add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Flags: writeNonce(), Index: uint64(op.Version)})
 			}
 		case topo.TxnDelete:
