@@ -142,10 +142,7 @@ func (c *Conn) writeLarge(ctx context.Context, op backendkit.TxnOp) (topo.Versio
 	guarded, ok := c.guardedWrite(op), false
 	for attempt := 0; !ok; attempt++ {
 		if guarded {
-			if attempt == guardedAttempts {
-				return nil, backendkit.Wrap(topo.ResourceExhausted, p, ErrGuardedContention)
-			}
-			states, err := c.readGuarded(ctx, []backendkit.TxnOp{op})
+			states, err := c.readGuarded(ctx, []backendkit.TxnOp{op}, attempt)
 			if err != nil {
 				return nil, err
 			}

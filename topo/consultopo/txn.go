@@ -104,10 +104,9 @@ type txnPlan struct {
 	// fences are the IfHeld ops' claims, by op index.
 	fences map[int]txnFence
 
-	// guarded: some op is a write at a reserved place (guardedKey). By op
-	// index, refused: the error of each guarded write refused (sent as a
-	// check-index on 0); at: the guarded writes made at the index read.
-	guarded bool
+	// By op index, refused: the error of each write at a reserved place
+	// (guardedWrite) refused (sent as a check-index on 0); at: those made
+	// at the index read.
 	refused map[int]error
 	at      map[int]bool
 }
@@ -131,18 +130,15 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (
 	for _, i := range backendkit.ConditionsFirst(cops, nil) {
 		op := cops[i]
 		key := c.key(op.Path)
-		if c.guardedWrite(op) {
-			plan.guarded = true
-			if states != nil {
-				refused, index := guardedPlan(op, states[key])
-				if refused != nil {
-					plan.refused[i] = refused
-					add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: 0})
-					continue
-				}
-				// Planned below as a write at the index read.
-				plan.at[i], op.Version = true, int64(index)
+		if states != nil && c.guardedWrite(op) {
+			refused, index := guardedPlan(op, states[key])
+			if refused != nil {
+				plan.refused[i] = refused
+				add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: 0})
+				continue
 			}
+			// Planned below as a write at the index read.
+			plan.at[i], op.Version = true, int64(index)
 		}
 		switch op.Kind {
 		case topo.TxnIfVersion:
