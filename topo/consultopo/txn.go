@@ -101,19 +101,13 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 type txnPlan struct {
 	ops   api.TxnOps
 	owner []int // owner[i]: the index in the canonical ops of ops[i]
-	// fences are the IfHeld ops' claims, by op index.
-	fences map[int]txnFence
-
-	// By op index, refused: the error of each write at a reserved place
-	// (guardedWrite) refused (sent as a check-index on 0); at: those made
-	// at the index read.
+	// By op index, fences: each IfHeld op's claim's path, for errors;
+	// refused: the error of each op planned to fail (a write at a reserved
+	// place refused, guardedWrite; a claim known lost), checked on index 0;
+	// at: the guarded writes made at the index read.
+	fences  map[int]string
 	refused map[int]error
 	at      map[int]bool
-}
-
-type txnFence struct {
-	path    string // the claim's path, for errors
-	lostWhy string // why the claim was known lost when planned ("": may be held)
 }
 
 // planTxn maps the canonical ops onto Consul KV operations (see Txn);
@@ -122,7 +116,7 @@ type txnFence struct {
 // is nil (runTxn plans it again).
 func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (txnPlan, error) {
 	plan := txnPlan{ops: make(api.TxnOps, 0, 2*len(cops)), owner: make([]int, 0, 2*len(cops)),
-		fences: map[int]txnFence{}, refused: map[int]error{}, at: map[int]bool{}}
+		fences: map[int]string{}, refused: map[int]error{}, at: map[int]bool{}}
 	add := func(i int, op *api.KVTxnOp) {
 		plan.ops = append(plan.ops, &api.TxnOp{KV: op})
 		plan.owner = append(plan.owner, i)
@@ -158,16 +152,19 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (
 			}
 			// See Txn: the token, or 0 for a claim known lost.
 			fkey, _ := splitGranted(g.Entry())
-			token, why := uint64(g.Entry().Token), ""
-			switch sess := sessionOf(g.Session()); {
+			token, why, sess := uint64(g.Entry().Token), "", sessionOf(g.Session())
+			switch {
 			case !g.Live():
-				token, why = 0, "the claim was released or lost"
+				why = "the claim was released or lost"
 			case !sess.alive():
-				token, why = 0, "the claim's session ended or was not renewed within its TTL"
+				why = "the claim's session ended or was not renewed within its TTL"
+			}
+			if why != "" {
+				token, plan.refused[i] = 0, backendkit.Wrap(topo.LockLost, g.Queue().Path, errors.New(why))
 			}
 			add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: fkey, Index: token})
-			add(i, &api.KVTxnOp{Verb: api.KVCheckSession, Key: fkey, Session: sessionOf(g.Session()).id})
-			plan.fences[i] = txnFence{path: g.Queue().Path, lostWhy: why}
+			add(i, &api.KVTxnOp{Verb: api.KVCheckSession, Key: fkey, Session: sess.id})
+			plan.fences[i] = g.Queue().Path
 		case topo.TxnCreate:
 			add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Index: 0})
 		case topo.TxnUpdate:
@@ -227,11 +224,7 @@ func (c *Conn) rollbackCause(ctx context.Context, cops []backendkit.TxnOp, plan 
 	code, ok := failureCode(op.Kind, plan.ops[first.OpIndex].KV.Verb, first.What)
 	path = op.Path
 	if op.Kind == topo.TxnIfHeld {
-		f := plan.fences[op.Index]
-		path = f.path
-		if f.lostWhy != "" {
-			return i, backendkit.Wrap(topo.LockLost, path, errors.New(f.lostWhy))
-		}
+		path = plan.fences[i]
 	}
 	if !ok {
 		return -1, rollbackError(path, resp)
