@@ -612,10 +612,8 @@ func blockingWait(rawQuery string) time.Duration {
 		return 0
 	}
 	wait := consulDefaultQueryTime
-	if w := q.Get("wait"); w != "" {
-		if d, err := time.ParseDuration(w); err == nil && d > 0 {
-			wait = d
-		}
+	if d, err := time.ParseDuration(q.Get("wait")); err == nil && d > 0 { // "" is an error
+		wait = d
 	}
 	wait = min(wait, consulMaxQueryTime)
 	return wait + wait/consulJitterFraction
