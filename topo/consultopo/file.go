@@ -82,10 +82,7 @@ func (c *Conn) write(ctx context.Context, op backendkit.TxnOp) (topo.Version, er
 		return c.writeLarge(ctx, op)
 	}
 	cops := []backendkit.TxnOp{op}
-	plan, err := c.planTxn(cops, nil)
-	if err != nil {
-		return nil, err
-	}
+	plan, _ := c.planTxn(cops, nil) // only an IfHeld op fails planning
 	vs, _, err := c.runTxn(ctx, cops, plan, op.Path, func(ops api.TxnOps) (bool, *api.TxnResponse, error) { return c.txn(ctx, ops) },
 		func(err error) error { return c.convertError(ctx, err, op.Path) })
 	if err != nil {
@@ -145,10 +142,7 @@ func (c *Conn) writeLarge(ctx context.Context, op backendkit.TxnOp) (topo.Versio
 	guarded, ok := c.guardedWrite(op), false
 	for attempt := 0; !ok; attempt++ {
 		if guarded {
-			if attempt == guardedAttempts {
-				return nil, backendkit.Wrap(topo.ResourceExhausted, p, ErrGuardedContention)
-			}
-			states, err := c.readGuarded(ctx, []backendkit.TxnOp{op})
+			states, err := c.readGuarded(ctx, []backendkit.TxnOp{op}, attempt)
 			if err != nil {
 				return nil, err
 			}
@@ -257,8 +251,8 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 func (c *Conn) files(pairs api.KVPairs) (files []backendkit.FileState, reserved []string, raw []topo.KVInfo) {
 	files = make([]backendkit.FileState, 0, len(pairs))
 	for _, pair := range pairs {
-		p, ok := c.relPath(pair.Key)
-		if !ok || isLockPair(pair) {
+		p, ok := strings.CutPrefix(pair.Key, c.dirPrefix(""))
+		if !ok || p == "" || isLockPair(pair) {
 			continue
 		}
 		if _, err := topo.CleanFilePath(p); err != nil {

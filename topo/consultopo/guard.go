@@ -48,8 +48,13 @@ func (c *Conn) guardedWrite(op backendkit.TxnOp) bool {
 }
 
 // readGuarded reads the key of every guarded write of cops (each writes
-// its own key: backendkit.CheckTxn), by KV key.
-func (c *Conn) readGuarded(ctx context.Context, cops []backendkit.TxnOp) (map[string]*api.KVPair, error) {
+// its own key: backendkit.CheckTxn), by KV key, for the attempt-th time:
+// at guardedAttempts, ResourceExhausted (ErrGuardedContention) instead.
+func (c *Conn) readGuarded(ctx context.Context, cops []backendkit.TxnOp, attempt int) (map[string]*api.KVPair, error) {
+	if attempt == guardedAttempts {
+		p := cops[slices.IndexFunc(cops, c.guardedWrite)].Path
+		return nil, backendkit.Wrap(topo.ResourceExhausted, p, ErrGuardedContention)
+	}
 	out := map[string]*api.KVPair{}
 	for _, op := range cops {
 		if !c.guardedWrite(op) {
@@ -90,19 +95,16 @@ func guardedPlan(op backendkit.TxnOp, pair *api.KVPair) (refused error, index ui
 
 // runTxn sends plan with send and returns the versions (txnVersions), or
 // an error and the index in cops of the op it is about (-1: none; path
-// names a rollback no op explains, see rollbackCause). A guarded plan is
-// planned again from readGuarded first, and again while a guarded write's
-// own operation is what failed (its key changed since the read), at most
-// guardedAttempts times. sendErr converts send's error.
+// names a rollback no op explains, see rollbackCause). A plan with a
+// guarded write is planned again from readGuarded first, and again while
+// a guarded write's own operation is what failed (its key changed since
+// the read), at most guardedAttempts times. sendErr converts send's error.
 func (c *Conn) runTxn(ctx context.Context, cops []backendkit.TxnOp, plan txnPlan, path string,
 	send func(api.TxnOps) (bool, *api.TxnResponse, error), sendErr func(error) error) ([]topo.Version, int, error) {
+	guarded := slices.ContainsFunc(cops, c.guardedWrite)
 	for attempt := 0; ; attempt++ {
-		if plan.guarded {
-			if attempt == guardedAttempts {
-				p := cops[slices.IndexFunc(cops, c.guardedWrite)].Path
-				return nil, -1, backendkit.Wrap(topo.ResourceExhausted, p, ErrGuardedContention)
-			}
-			states, err := c.readGuarded(ctx, cops)
+		if guarded {
+			states, err := c.readGuarded(ctx, cops, attempt)
 			if err != nil {
 				return nil, -1, err
 			}
@@ -118,7 +120,7 @@ func (c *Conn) runTxn(ctx context.Context, cops []backendkit.TxnOp, plan txnPlan
 			vs, err := txnVersions(cops, plan, resp)
 			return vs, -1, err
 		}
-		if plan.guarded && classifyRollback(resp) != rollbackDenied {
+		if guarded && classifyRollback(resp) != rollbackDenied {
 			if first := firstFailed(plan, resp); first != nil && plan.at[plan.owner[first.OpIndex]] {
 				continue
 			}

@@ -1,6 +1,7 @@
 package consultopo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,14 +48,6 @@ const (
 	DefaultDialTimeout = 5 * time.Second
 	// DefaultRequestTimeout is Options.RequestTimeout when it is zero.
 	DefaultRequestTimeout = 30 * time.Second
-)
-
-// TCP keep-alive of the connections to the agent, to notice a vanished
-// host during a blocking query (docs/layout-consul.md, "Opening a Conn").
-const (
-	keepAliveIdle     = 15 * time.Second
-	keepAliveInterval = 5 * time.Second
-	keepAliveCount    = 3
 )
 
 // Consul's blocking-query limits: default_query_time, max_query_time, and
@@ -197,10 +190,8 @@ func (o Options) normalized() Options {
 	o.WatchPollDuration = backendkit.OrDefault(o.WatchPollDuration, DefaultWatchPollDuration)
 	o.TxnMaxRequestBytes = backendkit.OrDefault(o.TxnMaxRequestBytes, DefaultTxnMaxRequestBytes)
 	o.DialTimeout = backendkit.OrDefault(o.DialTimeout, DefaultDialTimeout)
-	if o.MaxBlockingQueries == 0 {
-		o.MaxBlockingQueries = DefaultMaxBlockingQueries // negative: no bound
-	}
-	o.RequestTimeout = orOff(o.RequestTimeout, DefaultRequestTimeout) // 0: no bound
+	o.MaxBlockingQueries = cmp.Or(o.MaxBlockingQueries, DefaultMaxBlockingQueries) // negative: no bound
+	o.RequestTimeout = orOff(o.RequestTimeout, DefaultRequestTimeout)              // 0: no bound
 	return o
 }
 
@@ -378,8 +369,10 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	// The open's connect and handshake are bounded by probe's DialTimeout
 	// context; later ones by connectBound.
 	connectBound := max(opts.DialTimeout, DefaultDialTimeout)
+	// TCP keep-alive notices a vanished host during a blocking query
+	// (docs/layout-consul.md, "Opening a Conn").
 	dialer := &net.Dialer{Timeout: connectBound, KeepAliveConfig: net.KeepAliveConfig{
-		Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: keepAliveCount}}
+		Enable: true, Idle: 15 * time.Second, Interval: 5 * time.Second, Count: 3}}
 	cfg.Transport.DialContext = dialer.DialContext
 	// No gzip: compressing answers (claims' transactions) costs a nearby
 	// agent and client more CPU than it saves (a tenth of both's CPU per
@@ -549,16 +542,14 @@ func newRequestGate(parent context.Context) (*requestGate, context.Context) {
 	g := &requestGate{}
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
 	g.cancel = cancel
-	g.trace.GotFirstResponseByte = g.firstByte
+	// It runs in net/http's read loop before the connection can go back
+	// to the pool.
+	g.trace.GotFirstResponseByte = func() {
+		g.mu.Lock()
+		g.answered = true
+		g.mu.Unlock()
+	}
 	return g, httptrace.WithClientTrace(ctx, &g.trace)
-}
-
-// firstByte is the GotFirstResponseByte hook: it runs in net/http's read
-// loop before the connection can go back to the pool.
-func (g *requestGate) firstByte() {
-	g.mu.Lock()
-	g.answered = true
-	g.mu.Unlock()
 }
 
 // abort ends the request with cause: at once before its answer, after
@@ -621,10 +612,8 @@ func blockingWait(rawQuery string) time.Duration {
 		return 0
 	}
 	wait := consulDefaultQueryTime
-	if w := q.Get("wait"); w != "" {
-		if d, err := time.ParseDuration(w); err == nil && d > 0 {
-			wait = d
-		}
+	if d, err := time.ParseDuration(q.Get("wait")); err == nil && d > 0 { // "" is an error
+		wait = d
 	}
 	wait = min(wait, consulMaxQueryTime)
 	return wait + wait/consulJitterFraction
@@ -684,12 +673,6 @@ func (c *Conn) dirPrefix(dir string) string {
 		return k + "/"
 	}
 	return ""
-}
-
-// relPath returns key's path relative to the root, false when outside.
-func (c *Conn) relPath(key string) (string, bool) {
-	p, ok := strings.CutPrefix(key, c.dirPrefix(""))
-	return p, ok && p != ""
 }
 
 // queryOptions returns options carrying ctx for a read in the Conn's read

@@ -1,6 +1,7 @@
 package consultopo
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"math"
@@ -78,21 +79,15 @@ func (s *querySlots) acquire(ctx context.Context, prio uint64) error {
 	return ctx.Err()
 }
 
-// dispatch grants free slots to the best waiters they may go to. s.mu is
-// held.
+// dispatch grants free slots to the best waiters (the first asked of the
+// smallest priority) while they may take one. s.mu is held.
 func (s *querySlots) dispatch() {
-	for s.free > 0 {
-		best := -1
-		for i, w := range s.waiting {
-			if (w.prio == prioAcquire || s.free > s.reserved) && (best < 0 || w.prio < s.waiting[best].prio) {
-				best = i
-			}
+	for s.free > 0 && len(s.waiting) > 0 {
+		w := slices.MinFunc(s.waiting, func(a, b *slotWait) int { return cmp.Compare(a.prio, b.prio) })
+		if w.prio != prioAcquire && s.free <= s.reserved {
+			return // the reserved slots: no prioAcquire query waits
 		}
-		if best < 0 {
-			return
-		}
-		w := s.waiting[best]
-		s.waiting = slices.Delete(s.waiting, best, best+1)
+		s.waiting = slices.DeleteFunc(s.waiting, func(o *slotWait) bool { return o == w })
 		s.free--
 		s.held++
 		close(w.granted)

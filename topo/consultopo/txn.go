@@ -101,20 +101,13 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 type txnPlan struct {
 	ops   api.TxnOps
 	owner []int // owner[i]: the index in the canonical ops of ops[i]
-	// fences are the IfHeld ops' claims, by op index.
-	fences map[int]txnFence
-
-	// guarded: some op is a write at a reserved place (guardedKey). By op
-	// index, refused: the error of each guarded write refused (sent as a
-	// check-index on 0); at: the guarded writes made at the index read.
-	guarded bool
+	// By op index, fences: each IfHeld op's claim's path, for errors;
+	// refused: the error of each op planned to fail (a write at a reserved
+	// place refused, guardedWrite; a claim known lost), checked on index 0;
+	// at: the guarded writes made at the index read.
+	fences  map[int]string
 	refused map[int]error
 	at      map[int]bool
-}
-
-type txnFence struct {
-	path    string // the claim's path, for errors
-	lostWhy string // why the claim was known lost when planned ("": may be held)
 }
 
 // planTxn maps the canonical ops onto Consul KV operations (see Txn);
@@ -123,7 +116,7 @@ type txnFence struct {
 // is nil (runTxn plans it again).
 func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (txnPlan, error) {
 	plan := txnPlan{ops: make(api.TxnOps, 0, 2*len(cops)), owner: make([]int, 0, 2*len(cops)),
-		fences: map[int]txnFence{}, refused: map[int]error{}, at: map[int]bool{}}
+		fences: map[int]string{}, refused: map[int]error{}, at: map[int]bool{}}
 	add := func(i int, op *api.KVTxnOp) {
 		plan.ops = append(plan.ops, &api.TxnOp{KV: op})
 		plan.owner = append(plan.owner, i)
@@ -131,24 +124,15 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (
 	for _, i := range backendkit.ConditionsFirst(cops, nil) {
 		op := cops[i]
 		key := c.key(op.Path)
-		if c.guardedWrite(op) {
-			plan.guarded = true
-			if states != nil {
-				refused, index := guardedPlan(op, states[key])
-				switch {
-				case refused != nil:
-					plan.refused[i] = refused
-					add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: 0})
-					continue
-				case op.Kind == topo.TxnUpdate:
-					add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Flags: writeNonce(), Index: index})
-				default:
-					add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: index})
-					add(i, &api.KVTxnOp{Verb: api.KVDelete, Key: key})
-				}
-				plan.at[i] = true
+		if states != nil && c.guardedWrite(op) {
+			refused, index := guardedPlan(op, states[key])
+			if refused != nil {
+				plan.refused[i] = refused
+				add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: 0})
 				continue
 			}
+			// Planned below as a write at the index read.
+			plan.at[i], op.Version = true, int64(index)
 		}
 		switch op.Kind {
 		case topo.TxnIfVersion:
@@ -168,25 +152,28 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (
 			}
 			// See Txn: the token, or 0 for a claim known lost.
 			fkey, _ := splitGranted(g.Entry())
-			token, why := uint64(g.Entry().Token), ""
-			switch sess := sessionOf(g.Session()); {
+			token, why, sess := uint64(g.Entry().Token), "", sessionOf(g.Session())
+			switch {
 			case !g.Live():
-				token, why = 0, "the claim was released or lost"
+				why = "the claim was released or lost"
 			case !sess.alive():
-				token, why = 0, "the claim's session ended or was not renewed within its TTL"
+				why = "the claim's session ended or was not renewed within its TTL"
+			}
+			if why != "" {
+				token, plan.refused[i] = 0, backendkit.Wrap(topo.LockLost, g.Queue().Path, errors.New(why))
 			}
 			add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: fkey, Index: token})
-			add(i, &api.KVTxnOp{Verb: api.KVCheckSession, Key: fkey, Session: sessionOf(g.Session()).id})
-			plan.fences[i] = txnFence{path: g.Queue().Path, lostWhy: why}
+			add(i, &api.KVTxnOp{Verb: api.KVCheckSession, Key: fkey, Session: sess.id})
+			plan.fences[i] = g.Queue().Path
 		case topo.TxnCreate:
 			add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Index: 0})
 		case topo.TxnUpdate:
-			switch op.Version {
-			case backendkit.AnyVersion:
+			switch {
+			case op.Version == backendkit.AnyVersion:
 				add(i, &api.KVTxnOp{Verb: api.KVSet, Key: key, Value: op.Contents, Flags: writeNonce()})
-			case 0: // a cas on 0 would create the key
+			case op.Version == 0 && !plan.at[i]: // a cas on 0 would create the key
 				add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: 0})
-			default:
+			default: // at a guarded write's index 0: only if still absent
 				add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Flags: writeNonce(), Index: uint64(op.Version)})
 			}
 		case topo.TxnDelete:
@@ -237,11 +224,7 @@ func (c *Conn) rollbackCause(ctx context.Context, cops []backendkit.TxnOp, plan 
 	code, ok := failureCode(op.Kind, plan.ops[first.OpIndex].KV.Verb, first.What)
 	path = op.Path
 	if op.Kind == topo.TxnIfHeld {
-		f := plan.fences[op.Index]
-		path = f.path
-		if f.lostWhy != "" {
-			return i, backendkit.Wrap(topo.LockLost, path, errors.New(f.lostWhy))
-		}
+		path = plan.fences[i]
 	}
 	if !ok {
 		return -1, rollbackError(path, resp)

@@ -99,27 +99,23 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 		version, created, mark := pair.ModifyIndex, pair.CreateIndex, current.Revision
 		contents := current.Contents // of the last value sent
 		for {
-			select {
-			case <-wctx.Done():
-				ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
-				return
-			case <-sub.notify:
-			}
 			// An answer of the shared query applies as one of the watch's
 			// own would (answers missed while the reader was slow are
 			// older states, which its own query would have skipped too).
-			a := sub.take()
-			switch {
-			case a == nil:
-				continue
-			case isPermanent(a.err):
+			var a *keyAnswer
+			select {
+			case <-wctx.Done():
+			case <-sub.notify:
+				if a = sub.take(); a == nil {
+					continue
+				}
+			}
+			if a != nil && isPermanent(a.err) {
 				backendkit.Send(wctx, ch, &topo.WatchData{Err: c.convertError(wctx, a.err, p)})
 				return
-			case a.err != nil:
-				// The query ended with the Conn: so does wctx.
-				<-wctx.Done()
-				ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
-				return
+			}
+			if a == nil || a.err != nil {
+				break // wctx ended, or the query did, with the Conn: so does wctx
 			}
 			mark = max(mark, int64(a.index))
 			got := a.got
@@ -139,11 +135,13 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 			}
 			version, contents = got.ModifyIndex, value(got)
 			if !backendkit.Send(wctx, ch, &topo.WatchData{Contents: contents, Version: topo.NumericVersion(version), Revision: mark}) {
-				// Sent though wctx ended: the contract has the reader drain.
-				ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
-				return
+				break
 			}
 		}
+		// wctx ended: Interrupted goes out anyway (the contract has the
+		// reader drain).
+		<-wctx.Done()
+		ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
 	}()
 	return current, ch, nil
 }
