@@ -218,7 +218,6 @@ func (d driver) put(ctx context.Context, q claims.Queue, contents string, opts c
 			return claims.Entry{}, errKeyBusy
 		}
 		rev := resp.Header.Revision
-		c.clusterID.CompareAndSwap(0, resp.Header.ClusterId)
 		e := claims.Entry{Token: rev, Key: key, Session: leaseName(int64(l.id)), Contents: contents}
 		rs := resp.Responses
 		if opts.RequireFiles && len(rs[nfiles].GetResponseRange().Kvs) == 0 && len(rs[nfiles+1].GetResponseRange().Kvs) == 0 {

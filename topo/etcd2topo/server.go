@@ -271,9 +271,9 @@ type Conn struct {
 	ctx    context.Context // cancelled by Close: ends watches, keepalives, waits
 	cancel context.CancelFunc
 
-	grantMu   sync.Mutex    // serializes grants of the first shared lease
-	closed    atomic.Bool   // set first thing in Close
-	clusterID atomic.Uint64 // the cluster's id once an answer told it (IfHeld)
+	grantMu sync.Mutex          // serializes grants of the first shared lease
+	closed  atomic.Bool         // set first thing in Close
+	guard   *clusterguard.Guard // pins cli to one cluster, whose ID it has once one answer came (IfHeld)
 
 	mu        sync.Mutex
 	shared    []*lease              // the leases of Lock, TryLock and elections (sharedLease)
@@ -411,6 +411,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		inClaims:   topo.IsReserved(canonRoot),
 		ctx:        ctx,
 		cancel:     cancel,
+		guard:      guard,
 		leases:     map[*lease]struct{}{},
 		keysInUse:  map[string]struct{}{},
 		views:      map[string]*queueView{},

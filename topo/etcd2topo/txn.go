@@ -111,7 +111,6 @@ func (c *Conn) txn(ctx context.Context, afterFail func(rev int64), ops ...topo.T
 	if err != nil {
 		return nil, c.convertError(ctx, err, "")
 	}
-	c.clusterID.CompareAndSwap(0, resp.Header.ClusterId)
 	if !resp.Succeeded {
 		if afterFail != nil {
 			afterFail(resp.Header.Revision)
@@ -354,18 +353,14 @@ func requestOpSize(op clientv3.Op) int {
 
 // sameCluster returns an InvalidArgument *topo.TxnError for op unless g,
 // put through another Conn, is on this Conn's cluster (learnt, if no
-// answer told it yet, with one read).
+// answer pinned c.guard yet, with one read).
 func (c *Conn) sameCluster(ctx context.Context, op backendkit.TxnOp, g *guard) error {
-	id := c.clusterID.Load()
-	if id == 0 {
-		resp, err := c.cli.Get(ctx, c.rootPrefix+"\x00", clientv3.WithCountOnly())
-		if err != nil {
+	if c.guard.ID() == 0 {
+		if _, err := c.cli.Get(ctx, c.rootPrefix+"\x00", clientv3.WithCountOnly()); err != nil {
 			return c.convertError(ctx, err, "")
 		}
-		c.clusterID.CompareAndSwap(0, resp.Header.ClusterId)
-		id = resp.Header.ClusterId
 	}
-	if id != g.clusterID {
+	if c.guard.ID() != g.clusterID {
 		return backendkit.TxnOpError(op, backendkit.Wrap(topo.InvalidArgument, g.path,
 			errors.New("if-held: the Fence was issued on another etcd cluster")))
 	}
