@@ -1,6 +1,7 @@
 package etcd2topo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -48,11 +49,8 @@ func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 		if !errors.Is(err, errRewatch) {
 			return err
 		}
-		if !c.sleep(ctx, backoff) {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return errConnClosed
+		if !c.sleep(ctx, backoff) { // ctx or the Conn ended
+			return cmp.Or(ctx.Err(), topo.NewError(topo.Closed, q.Path))
 		}
 		backoff = min(2*backoff, time.Second)
 	}
@@ -64,8 +62,6 @@ func (c *Conn) sleep(ctx context.Context, d time.Duration) bool {
 	defer cancel()
 	return backendkit.Sleep(lctx, d)
 }
-
-var errConnClosed = errors.New("etcd2topo: the Conn is closed")
 
 func (d driver) waitGoneOnce(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	c := d.c
