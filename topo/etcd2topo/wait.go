@@ -34,13 +34,15 @@ func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 		}
 		c.mu.Unlock()
 	}()
-	backoff := 20 * time.Millisecond
-	for {
+	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		var err error
 		if crowd {
 			var v *queueView
 			if v, err = c.openView(ctx, q); err == nil {
-				err = v.waitGone(ctx, c, e)
+				err = v.at(ctx, c, e, func() bool { // e is gone or rewritten
+					kv := v.entries[e.Key]
+					return kv == nil || tokenOf(q, kv) != e.Token
+				})
 				c.closeView(v)
 			}
 		} else {
@@ -52,7 +54,6 @@ func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 		if !c.sleep(ctx, backoff) { // ctx or the Conn ended
 			return cmp.Or(ctx.Err(), topo.NewError(topo.Closed, q.Path))
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }
 

@@ -138,8 +138,7 @@ func (s *stream) next() ([]*clientv3.Event, error) {
 
 // read reads the watched key or prefix, retrying as next does.
 func (s *stream) read() (*clientv3.GetResponse, error) {
-	backoff := 20 * time.Millisecond
-	for {
+	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		resp, err := s.c.cli.Get(s.ctx, s.key, s.opts...)
 		if err == nil {
 			return resp, nil
@@ -154,7 +153,6 @@ func (s *stream) read() (*clientv3.GetResponse, error) {
 		if !s.c.sleep(s.ctx, backoff) {
 			return nil, s.ended()
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }
 
