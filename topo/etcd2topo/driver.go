@@ -118,8 +118,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 			}
 			continue
 		case errors.Is(err, errLeaseGone) && attempt == 0:
-			c.untrack(l)
-			c.revokeAsync(l, false)
+			c.untrack(l) // gone in etcd: nothing to revoke
 			continue
 		}
 		if l.own && c.untrack(l) { // put's removal did not revoke it
@@ -218,11 +217,10 @@ func (d driver) put(ctx context.Context, q claims.Queue, contents string, opts c
 			return claims.Entry{}, errKeyBusy
 		}
 		rev := resp.Header.Revision
-		c.clusterID.CompareAndSwap(0, resp.Header.ClusterId)
 		e := claims.Entry{Token: rev, Key: key, Session: leaseName(int64(l.id)), Contents: contents}
 		rs := resp.Responses
 		if opts.RequireFiles && len(rs[nfiles].GetResponseRange().Kvs) == 0 && len(rs[nfiles+1].GetResponseRange().Kvs) == 0 {
-			d.remove(q, l, key, rev, false)
+			d.remove(q, l, key, rev)
 			_, _, gerr := c.Get(ctx, q.Path)
 			return claims.Entry{}, backendkit.LockNeedsFiles(q.Path, q.Path != "" && gerr == nil)
 		}
@@ -237,7 +235,7 @@ func (d driver) put(ctx context.Context, q claims.Queue, contents string, opts c
 			if err == nil && len(queue) > 0 && queue[0].Key == key {
 				e.Granted = true
 			} else {
-				d.remove(q, l, key, rev, false)
+				d.remove(q, l, key, rev)
 				if err == nil && len(queue) == 0 {
 					err = claims.ErrNotHeld
 				}
@@ -414,7 +412,7 @@ const lateWindow = 15 * time.Second
 // instead: no put on it can be applied after.
 func (d driver) removeUnknown(q claims.Queue, l *lease, key string) {
 	if l.own {
-		d.remove(q, l, key, 0, false)
+		d.remove(q, l, key, 0)
 		return
 	}
 	c := d.c
@@ -461,8 +459,8 @@ func (d driver) removeUnknown(q claims.Queue, l *lease, key string) {
 }
 
 // remove is delete for an entry Create gives up, through untilDone.
-func (d driver) remove(q claims.Queue, l *lease, key string, rev int64, async bool) {
-	d.c.untilDone("deleting "+key, async, func(ctx context.Context) error {
+func (d driver) remove(q claims.Queue, l *lease, key string, rev int64) {
+	d.c.untilDone("deleting "+key, false, func(ctx context.Context) error {
 		_, err := d.delete(ctx, q, l, key, rev)
 		return err
 	})

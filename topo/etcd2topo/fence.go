@@ -34,7 +34,7 @@ func guardOf(f topo.Fence) (*guard, bool) {
 		return nil, false
 	}
 	q, l, e := g.Queue(), g.Session().Ref().(*lease), g.Entry()
-	gd := &guard{conn: d.c, clusterID: l.clusterID, path: q.Path, key: e.Key, held: g.Live() && !l.lost(),
+	gd := &guard{conn: d.c, clusterID: d.c.guard.ID(), path: q.Path, key: e.Key, held: g.Live() && !l.lost(),
 		cmps: []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(e.Key), "=", e.Token)},
 		gone: func(kv *mvccpb.KeyValue) bool { return kv == nil || kv.ModRevision != e.Token }}
 	if q.Native {

@@ -20,7 +20,7 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 		return nil, err
 	}
 	k := c.key(p)
-	rev, err := c.writeIf(ctx, p, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)}, clientv3.OpPut(k, string(contents)),
+	rev, _, err := c.writeIf(ctx, p, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)}, clientv3.OpPut(k, string(contents)),
 		func() error { return topo.NewError(topo.NodeExists, p) })
 	if err != nil {
 		return nil, err
@@ -39,18 +39,12 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		return nil, err
 	}
 	k := c.key(p)
+	op := clientv3.OpPut(k, string(contents))
 	var rev int64
-	switch op := clientv3.OpPut(k, string(contents)); {
-	case version != nil:
+	if version != nil {
 		rev, err = c.casWrite(ctx, p, want, op)
-	case c.inClaims:
-		rev, err = c.writeIf(ctx, p, []clientv3.Cmp{leaseless(k)}, op, func() error { return entryError(p, false) })
-	default:
-		var resp *clientv3.PutResponse
-		if resp, err = c.cli.Put(ctx, k, string(contents)); err != nil {
-			return nil, c.convertError(ctx, err, p)
-		}
-		rev = resp.Header.Revision
+	} else {
+		rev, _, err = c.writeIf(ctx, p, c.fileCmps(k), op, func() error { return entryError(p, false) })
 	}
 	if err != nil {
 		return nil, err
@@ -67,11 +61,9 @@ func (c *Conn) casWrite(ctx context.Context, p string, want int64, op clientv3.O
 		return 0, c.casMismatch(ctx, p, op.IsDelete())
 	}
 	k := c.key(p)
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k), "=", want)}
-	if c.inClaims {
-		cmps = append(cmps, leaseless(k))
-	}
-	return c.writeIf(ctx, p, cmps, op, func() error { return c.casMismatch(ctx, p, op.IsDelete()) })
+	rev, _, err := c.writeIf(ctx, p, c.fileCmps(k, clientv3.Compare(clientv3.ModRevision(k), "=", want)), op,
+		func() error { return c.casMismatch(ctx, p, op.IsDelete()) })
+	return rev, err
 }
 
 var errEntry = errors.New("etcd2topo: the key is a lock or election entry (it has a lease, at a reserved place): not a file")
@@ -90,17 +82,36 @@ func entryError(p string, del bool) error {
 // entry from its lease.
 func leaseless(k string) clientv3.Cmp { return clientv3.Compare(clientv3.LeaseValue(k), "=", 0) }
 
-// writeIf applies op if cmps hold and returns the revision; failed's
-// error when one does not.
-func (c *Conn) writeIf(ctx context.Context, p string, cmps []clientv3.Cmp, op clientv3.Op, failed func() error) (int64, error) {
+// fileCmps returns cmps, and leaseless(k) with them at a reserved root.
+func (c *Conn) fileCmps(k string, cmps ...clientv3.Cmp) []clientv3.Cmp {
+	if c.inClaims {
+		return append(cmps, leaseless(k))
+	}
+	return cmps
+}
+
+// writeIf applies op, a put or delete of p's key, if cmps hold (failed's
+// error when one does not; no compare: a plain Put or Delete), and
+// returns the revision and whether op found the key or put it.
+func (c *Conn) writeIf(ctx context.Context, p string, cmps []clientv3.Cmp, op clientv3.Op, failed func() error) (int64, bool, error) {
+	if len(cmps) == 0 {
+		resp, err := c.cli.Do(ctx, op)
+		if err != nil {
+			return 0, false, c.convertError(ctx, err, p)
+		}
+		if op.IsDelete() {
+			return resp.Del().Header.Revision, resp.Del().Deleted > 0, nil
+		}
+		return resp.Put().Header.Revision, true, nil
+	}
 	resp, err := c.cli.Txn(ctx).If(cmps...).Then(op).Commit()
 	if err != nil {
-		return 0, c.convertError(ctx, err, p)
+		return 0, false, c.convertError(ctx, err, p)
 	}
 	if !resp.Succeeded {
-		return 0, failed()
+		return 0, false, failed()
 	}
-	return resp.Header.Revision, nil
+	return resp.Header.Revision, !op.IsDelete() || resp.Responses[0].GetResponseDeleteRange().Deleted > 0, nil
 }
 
 // casMismatch returns the error of a failed compare-and-set: NoNode,
@@ -210,27 +221,11 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 		_, err = c.casWrite(ctx, p, want, clientv3.OpDelete(k))
 		return err
 	}
-	var deleted int64
-	if c.inClaims {
-		resp, err := c.cli.Txn(ctx).If(leaseless(k)).Then(clientv3.OpDelete(k)).Commit()
-		if err != nil {
-			return c.convertError(ctx, err, p)
-		}
-		if !resp.Succeeded {
-			return entryError(p, true)
-		}
-		deleted = resp.Responses[0].GetResponseDeleteRange().Deleted
-	} else {
-		resp, err := c.cli.Delete(ctx, k)
-		if err != nil {
-			return c.convertError(ctx, err, p)
-		}
-		deleted = resp.Deleted
-	}
-	if deleted == 0 {
+	_, found, err := c.writeIf(ctx, p, c.fileCmps(k), clientv3.OpDelete(k), func() error { return entryError(p, true) })
+	if err == nil && !found {
 		return topo.NewError(topo.NoNode, p)
 	}
-	return nil
+	return err
 }
 
 // Vitess's (and topo's reserved) names: the directory of a queue, and

@@ -1,7 +1,6 @@
 package etcd2topo
 
 import (
-	"bytes"
 	"context"
 	"errors"
 
@@ -90,7 +89,6 @@ func (d driver) readHead(ctx context.Context, q claims.Queue) (head claims.Entry
 		}
 		if ok = len(resp.Kvs) > 0; ok {
 			head = nativeEntry(q, resp.Kvs[0])
-			head.Value = bytes.Clone(head.Value)
 		}
 		return head, ok, resp.Header.Revision, nil
 	}
@@ -114,7 +112,7 @@ func (d driver) readHead(ctx context.Context, q claims.Queue) (head claims.Entry
 		for _, val := range resp.Responses[1].GetResponseRange().Kvs {
 			if string(val.Key) == vkey && val.Lease == kv.Lease && val.ModRevision >= kv.CreateRevision {
 				if len(val.Value) > 0 {
-					head.Value = bytes.Clone(val.Value)
+					head.Value = val.Value
 				}
 				head.ValueRev = val.ModRevision
 			}

@@ -43,9 +43,8 @@ type lease struct {
 	lostNow context.CancelFunc
 	once    sync.Once
 
-	sess      *claims.Session // the engine's view; markLost declares it lost
-	own       bool            // one entry's own: removing the entry revokes it
-	clusterID uint64          // of the cluster that granted it
+	sess *claims.Session // the engine's view; markLost declares it lost
+	own  bool            // one entry's own: removing the entry revokes it
 
 	mu       sync.Mutex
 	deadline time.Time   // proven-until: lost from then on unless renewed
@@ -130,7 +129,7 @@ func (c *Conn) grant(ctx context.Context, ttl int64, path string, own bool) (*le
 		return nil, c.convertError(ctx, err, path)
 	}
 	l := newLease(resp.ID, time.Duration(resp.TTL)*time.Second, sent)
-	l.own, l.clusterID = own, resp.ClusterId
+	l.own = own
 	if err := c.keep(l, path); err != nil {
 		c.revokeAsync(l, false)
 		return nil, err

@@ -79,7 +79,6 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 		}
 		return claims.Entry{}, nil, claims.ErrNotHeld
 	}
-	c.clusterID.CompareAndSwap(0, resp.Header.ClusterId)
 	if err := c.keep(l, q.Path); err != nil {
 		c.freeKey(r.Key)
 		return claims.Entry{}, nil, err
@@ -140,7 +139,7 @@ func (c *Conn) adoptLease(ctx context.Context, id clientv3.LeaseID, path string)
 		return nil, err
 	}
 	l := newLease(id, time.Duration(ka.TTL)*time.Second, sent)
-	l.own, l.clusterID = true, ka.ClusterId
+	l.own = true
 	return l, nil
 }
 

@@ -112,20 +112,6 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// reconnectParams is how the gRPC connection of a Conn retries a member
-// that went away: gRPC's default backoff grows to 120 s, so a member back
-// after an outage of a minute was dialled again only some 25 s later,
-// every call failing Unavailable (or waiting out its deadline) meanwhile;
-// with the backoff capped at MaxReconnectDelay a Conn is back within
-// about that long of the member. An attempt still gets gRPC's default
-// 20 s to connect.
-func reconnectParams() grpc.ConnectParams {
-	return grpc.ConnectParams{
-		Backoff:           backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: MaxReconnectDelay},
-		MinConnectTimeout: 20 * time.Second,
-	}
-}
-
 // MaxReconnectDelay is the longest a Conn waits (give or take a fifth)
 // between two attempts to dial again a member it lost: the cap of its
 // gRPC reconnection backoff, which starts at 250 ms and grows 1.6 times
@@ -271,9 +257,9 @@ type Conn struct {
 	ctx    context.Context // cancelled by Close: ends watches, keepalives, waits
 	cancel context.CancelFunc
 
-	grantMu   sync.Mutex    // serializes grants of the first shared lease
-	closed    atomic.Bool   // set first thing in Close
-	clusterID atomic.Uint64 // the cluster's id once an answer told it (IfHeld)
+	grantMu sync.Mutex          // serializes grants of the first shared lease
+	closed  atomic.Bool         // set first thing in Close
+	guard   *clusterguard.Guard // pins cli to one cluster, whose ID it has once one answer came (IfHeld)
 
 	mu        sync.Mutex
 	shared    []*lease              // the leases of Lock, TryLock and elections (sharedLease)
@@ -336,7 +322,13 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 			return nil, backendkit.Wrap(topo.InvalidArgument, root, fmt.Errorf("etcd2topo: TLS settings: %w", err))
 		}
 	}
-	dialOptions := slices.Concat([]grpc.DialOption{grpc.WithConnectParams(reconnectParams())}, opts.DialOptions, opts.dialOptions)
+	// gRPC's default reconnection backoff grows to 120 s: a member back
+	// after an outage of a minute was dialled again only some 25 s later,
+	// every call failing Unavailable (or waiting out its deadline)
+	// meanwhile. An attempt still gets gRPC's default 20 s to connect.
+	reconnect := grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 20 * time.Second,
+		Backoff: backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: MaxReconnectDelay}})
+	dialOptions := slices.Concat([]grpc.DialOption{reconnect}, opts.DialOptions, opts.dialOptions)
 	if tlsCfg != nil && opts.TLSServerName != "" {
 		// grpc checks certificates against the authority, not ServerName.
 		dialOptions = append(dialOptions, grpc.WithAuthority(opts.TLSServerName))
@@ -365,36 +357,29 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		Logger:               zap.New(slogCore{lg}),
 		DialOptions:          dialOptions,
 	})
-	if !stopBase() {
-		// ctx ended during New: its client (if any) is cancelled.
-		if err == nil {
+	fail := func(err error) (*Conn, error) {
+		if cli != nil {
 			_ = cli.Close()
 		}
 		cancelBase()
-		return nil, backendkit.FromContext(ctx, addr)
+		return nil, err
 	}
-	if err != nil {
-		// With a username the client authenticates at once.
-		cancelBase()
-		return nil, dialError(ctx, opts.Endpoints, opts.DialTimeout, err)
+	switch {
+	case !stopBase(): // ctx ended during New: its client (if any) is cancelled
+		return fail(backendkit.FromContext(ctx, addr))
+	case err != nil: // with a username the client authenticates at once
+		return fail(dialError(ctx, opts.Endpoints, opts.DialTimeout, err))
 	}
 	if err := waitConnected(dctx, cli.ActiveConnection()); err != nil {
-		_ = cli.Close()
-		cancelBase()
-		return nil, dialError(ctx, opts.Endpoints, opts.DialTimeout, err)
+		return fail(dialError(ctx, opts.Endpoints, opts.DialTimeout, err))
 	}
 	// guard is pinned to the cluster here.
 	if m := guard.CheckEndpoints(ctx, cli, opts.Endpoints, clusterCheckTimeout); m != "" {
-		_ = cli.Close()
-		cancelBase()
-		return nil, backendkit.Wrap(topo.InvalidArgument, addr,
-			fmt.Errorf("%w: %s; refusing to use them together (was a member's data lost and the member bootstrapped anew?)", ErrClusterMismatch, m))
+		return fail(backendkit.Wrap(topo.InvalidArgument, addr,
+			fmt.Errorf("%w: %s; refusing to use them together (was a member's data lost and the member bootstrapped anew?)", ErrClusterMismatch, m)))
 	}
-	if ctx.Err() != nil {
-		// ctx ended during the check, which then checked nothing.
-		_ = cli.Close()
-		cancelBase()
-		return nil, backendkit.FromContext(ctx, addr)
+	if ctx.Err() != nil { // ctx ended during the check, which then checked nothing
+		return fail(backendkit.FromContext(ctx, addr))
 	}
 
 	rootPrefix := ""
@@ -411,6 +396,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		inClaims:   topo.IsReserved(canonRoot),
 		ctx:        ctx,
 		cancel:     cancel,
+		guard:      guard,
 		leases:     map[*lease]struct{}{},
 		keysInUse:  map[string]struct{}{},
 		views:      map[string]*queueView{},

@@ -111,7 +111,6 @@ func (c *Conn) txn(ctx context.Context, afterFail func(rev int64), ops ...topo.T
 	if err != nil {
 		return nil, c.convertError(ctx, err, "")
 	}
-	c.clusterID.CompareAndSwap(0, resp.Header.ClusterId)
 	if !resp.Succeeded {
 		if afterFail != nil {
 			afterFail(resp.Header.Revision)
@@ -129,9 +128,8 @@ func (c *Conn) txn(ctx context.Context, afterFail func(rev int64), ops ...topo.T
 
 // txnPlan is a transaction translated into etcd's terms.
 type txnPlan struct {
-	ops      []backendkit.TxnOp
-	guards   []*guard // the guard of each IfHeld op
-	inClaims bool     // Conn.inClaims
+	ops    []backendkit.TxnOp
+	guards []*guard // the guard of each IfHeld op
 
 	cmps  []clientv3.Cmp
 	then  []clientv3.Op
@@ -163,7 +161,6 @@ func (t *txnPlan) readsAt(rev int64) []clientv3.Op {
 
 // build fills in the compares, the writes and the failure reads.
 func (t *txnPlan) build(c *Conn) {
-	t.inClaims = c.inClaims
 	t.keys = make([]string, len(t.ops))
 	t.read = make(map[string]int, len(t.ops))
 	for i, op := range t.ops {
@@ -228,7 +225,7 @@ func (c *Conn) diagnose(ctx context.Context, t *txnPlan, rev int64) error {
 	if err != nil {
 		return c.convertError(ctx, err, "")
 	}
-	if err := t.failure(resp); err != nil {
+	if err := t.failure(resp, c.inClaims); err != nil {
 		return err
 	}
 	for i, op := range t.ops {
@@ -242,8 +239,9 @@ func (c *Conn) diagnose(ctx context.Context, t *txnPlan, rev int64) error {
 }
 
 // failure returns the *topo.TxnError of the first op whose condition
-// does not hold in resp, t's failure reads; nil if none.
-func (t *txnPlan) failure(resp *clientv3.TxnResponse) error {
+// does not hold in resp, t's failure reads (inClaims: Conn.inClaims); nil
+// if none.
+func (t *txnPlan) failure(resp *clientv3.TxnResponse, inClaims bool) error {
 	for i, op := range t.ops {
 		j, compared := t.read[t.keys[i]]
 		if !compared {
@@ -254,7 +252,7 @@ func (t *txnPlan) failure(resp *clientv3.TxnResponse) error {
 		if kvs := resp.Responses[j].GetResponseRange().Kvs; len(kvs) > 0 {
 			kv, rev = kvs[0], kvs[0].ModRevision
 		}
-		if t.inClaims && kv != nil && kv.Lease != 0 && (op.Kind == topo.TxnUpdate || op.Kind == topo.TxnDelete) {
+		if inClaims && kv != nil && kv.Lease != 0 && (op.Kind == topo.TxnUpdate || op.Kind == topo.TxnDelete) {
 			return backendkit.TxnOpError(op, entryError(op.Path, op.Kind == topo.TxnDelete))
 		}
 		if !backendkit.TxnConditioned(op) {
@@ -354,18 +352,14 @@ func requestOpSize(op clientv3.Op) int {
 
 // sameCluster returns an InvalidArgument *topo.TxnError for op unless g,
 // put through another Conn, is on this Conn's cluster (learnt, if no
-// answer told it yet, with one read).
+// answer pinned c.guard yet, with one read).
 func (c *Conn) sameCluster(ctx context.Context, op backendkit.TxnOp, g *guard) error {
-	id := c.clusterID.Load()
-	if id == 0 {
-		resp, err := c.cli.Get(ctx, c.rootPrefix+"\x00", clientv3.WithCountOnly())
-		if err != nil {
+	if c.guard.ID() == 0 {
+		if _, err := c.cli.Get(ctx, c.rootPrefix+"\x00", clientv3.WithCountOnly()); err != nil {
 			return c.convertError(ctx, err, "")
 		}
-		c.clusterID.CompareAndSwap(0, resp.Header.ClusterId)
-		id = resp.Header.ClusterId
 	}
-	if id != g.clusterID {
+	if c.guard.ID() != g.clusterID {
 		return backendkit.TxnOpError(op, backendkit.Wrap(topo.InvalidArgument, g.path,
 			errors.New("if-held: the Fence was issued on another etcd cluster")))
 	}

@@ -192,14 +192,6 @@ func (v *queueView) at(ctx context.Context, c *Conn, e claims.Entry, f func() bo
 	}
 }
 
-// waitGone returns once e is gone from v (see WaitGone).
-func (v *queueView) waitGone(ctx context.Context, c *Conn, e claims.Entry) error {
-	return v.at(ctx, c, e, func() bool {
-		kv := v.entries[e.Key]
-		return kv == nil || tokenOf(v.q, kv) != e.Token
-	})
-}
-
 // ahead is Ahead from v, in one pass.
 func (v *queueView) ahead(ctx context.Context, c *Conn, e claims.Entry, n int) (ahead []claims.Entry, in bool, err error) {
 	var near []*mvccpb.KeyValue // the nearest ahead of e, nearest last

@@ -1,6 +1,7 @@
 package etcd2topo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -33,13 +34,15 @@ func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 		}
 		c.mu.Unlock()
 	}()
-	backoff := 20 * time.Millisecond
-	for {
+	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		var err error
 		if crowd {
 			var v *queueView
 			if v, err = c.openView(ctx, q); err == nil {
-				err = v.waitGone(ctx, c, e)
+				err = v.at(ctx, c, e, func() bool { // e is gone or rewritten
+					kv := v.entries[e.Key]
+					return kv == nil || tokenOf(q, kv) != e.Token
+				})
 				c.closeView(v)
 			}
 		} else {
@@ -48,13 +51,9 @@ func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 		if !errors.Is(err, errRewatch) {
 			return err
 		}
-		if !c.sleep(ctx, backoff) {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return errConnClosed
+		if !c.sleep(ctx, backoff) { // ctx or the Conn ended
+			return cmp.Or(ctx.Err(), topo.NewError(topo.Closed, q.Path))
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }
 
@@ -64,8 +63,6 @@ func (c *Conn) sleep(ctx context.Context, d time.Duration) bool {
 	defer cancel()
 	return backendkit.Sleep(lctx, d)
 }
-
-var errConnClosed = errors.New("etcd2topo: the Conn is closed")
 
 func (d driver) waitGoneOnce(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	c := d.c

@@ -138,8 +138,7 @@ func (s *stream) next() ([]*clientv3.Event, error) {
 
 // read reads the watched key or prefix, retrying as next does.
 func (s *stream) read() (*clientv3.GetResponse, error) {
-	backoff := 20 * time.Millisecond
-	for {
+	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		resp, err := s.c.cli.Get(s.ctx, s.key, s.opts...)
 		if err == nil {
 			return resp, nil
@@ -154,7 +153,6 @@ func (s *stream) read() (*clientv3.GetResponse, error) {
 		if !s.c.sleep(s.ctx, backoff) {
 			return nil, s.ended()
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }
 
@@ -170,7 +168,6 @@ func (s *stream) follow(resync func(*clientv3.GetResponse) bool, events func([]*
 				if !resync(resp) {
 					return nil
 				}
-				s.cancel()
 				s.rev = resp.Header.Revision
 				s.open(s.rev + 1)
 				continue
@@ -281,45 +278,39 @@ func (c *Conn) WatchRecursiveSyncRevision(ctx context.Context, prefix string) ([
 		defer close(out)
 		defer s.cancel()
 		mark := resp.Header.Revision // the Revision of the last value sent
-		// sendAll sends batch (up to rev; the i-th at revs[i], or nil),
-		// stamped by backendkit.Stamp.
-		sendAll := func(batch []*topo.WatchDataRecursive, revs []int64, rev int64) {
+		// send sends batch (up to rev; the i-th at revs[i], or nil),
+		// stamped by backendkit.Stamp, and moves ws to rev.
+		send := func(batch []*topo.WatchDataRecursive, revs []int64, rev int64) bool {
 			mark = backendkit.Stamp(batch, revs, mark, rev)
 			for _, wd := range batch {
 				out <- wd
 				sent++
 			}
-		}
-		var batch []*topo.WatchDataRecursive
-		var revs []int64
-		add := func(wd *topo.WatchDataRecursive, rev int64) {
-			batch, revs = append(batch, wd), append(revs, rev)
+			ws.advance(rev, sent)
+			return true
 		}
 		err := s.follow(func(resp *clientv3.GetResponse) bool {
 			// Not in revision order: only the last moves the mark.
-			sendAll(known.Diff(c.files(resp.Kvs)), nil, resp.Header.Revision)
-			ws.advance(resp.Header.Revision, sent)
-			return true
+			return send(known.Diff(c.files(resp.Kvs)), nil, resp.Header.Revision)
 		}, func(evs []*clientv3.Event) bool {
-			batch, revs = batch[:0], revs[:0]
+			var batch []*topo.WatchDataRecursive
+			var revs []int64
 			for _, ev := range evs {
 				rel := c.rel(ev.Kv.Key)
 				if topo.IsReserved(rel) {
 					continue
 				}
+				wd := &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Contents: ev.Kv.Value, Version: topo.NumericVersion(ev.Kv.ModRevision)}}
 				if ev.Type == mvccpb.DELETE {
 					delete(known, rel)
-					add(&topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, rel)}}, ev.Kv.ModRevision)
-					continue
+					wd.WatchData = topo.WatchData{Err: topo.NewError(topo.NoNode, rel)}
+				} else {
+					known[rel] = backendkit.Seen{Version: ev.Kv.ModRevision, Created: ev.Kv.CreateRevision}
 				}
-				known[rel] = backendkit.Seen{Version: ev.Kv.ModRevision, Created: ev.Kv.CreateRevision}
-				add(&topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{
-					Contents: ev.Kv.Value, Version: topo.NumericVersion(ev.Kv.ModRevision)}}, ev.Kv.ModRevision)
+				batch, revs = append(batch, wd), append(revs, ev.Kv.ModRevision)
 			}
 			// etcd sends the events of one revision in one response.
-			sendAll(batch, revs, s.rev)
-			ws.advance(s.rev, sent)
-			return true
+			return send(batch, revs, s.rev)
 		})
 		// Both handlers go on: follow ends only with an error.
 		out <- &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: err}}
