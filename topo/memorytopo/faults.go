@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
@@ -322,38 +321,6 @@ func await[T any](ctx context.Context, ch <-chan T, done <-chan struct{}, p stri
 	}
 }
 
-// counter is a striped call counter: increments from many goroutines land
-// on different cache lines, so that counting does not serialise reads.
-type counter struct {
-	stripes [16]struct {
-		n atomic.Int64
-		_ [56]byte
-	}
-}
-
-// add counts one call on a stripe picked by the address of a local
-// variable, which tells goroutines apart (each has its own stack, 2 KiB
-// or more) at no cost; the stripe affects nothing but contention.
-func (c *counter) add() {
-	var here byte
-	p := uintptr(unsafe.Pointer(&here))
-	c.stripes[(p>>11^p>>15^p>>19)&15].n.Add(1)
-}
-
-func (c *counter) load() int64 {
-	var t int64
-	for i := range c.stripes {
-		t += c.stripes[i].n.Load()
-	}
-	return t
-}
-
-func (c *counter) reset() {
-	for i := range c.stripes {
-		c.stripes[i].n.Store(0)
-	}
-}
-
 // CallCount returns how many calls of op were made on all Conns of f
 // since its creation or ResetCallCounts, failed calls included. OpAny
 // returns the total; OpKeepAlive returns 0. Safe for concurrent use; exact
@@ -362,24 +329,24 @@ func (f *Factory) CallCount(op Operation) int64 {
 	if op == OpAny {
 		var t int64
 		for i := OpAny + 1; i < numOperations; i++ {
-			t += f.counters[i].load()
+			t += f.counters[i].Load()
 		}
 		return t
 	}
 	if op < 0 || op >= numOperations {
 		return 0
 	}
-	return f.counters[op].load()
+	return f.counters[op].Load()
 }
 
 // ResetCallCounts zeroes every call counter of f. Safe for concurrent use.
 func (f *Factory) ResetCallCounts() {
 	for i := range f.counters {
-		f.counters[i].reset()
+		f.counters[i].Store(0)
 	}
 }
 
-func (f *Factory) count(op Operation) { f.counters[op].add() }
+func (f *Factory) count(op Operation) { f.counters[op].Add(1) }
 
 var claimOps = [...]Operation{
 	claims.CallLock: OpLock, claims.CallLockWithTTL: OpLockWithTTL, claims.CallLockName: OpLockName,

@@ -62,7 +62,7 @@ type Factory struct {
 	faultMu          sync.Mutex // serialises updateFaults
 	faultState       atomic.Pointer[faultState]
 	keepAliveBlocked atomic.Bool
-	counters         [numOperations]counter
+	counters         [numOperations]atomic.Int64
 }
 
 // NewFactory returns a Factory with default Options and no stores.
