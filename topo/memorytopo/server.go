@@ -346,9 +346,6 @@ func (c *Conn) begin(ctx context.Context, op Operation, raw string, clean func(s
 // checks: Closed, the partition, the faults, then Closed again (c may
 // have closed while the call waited).
 func (c *Conn) enter(ctx context.Context, op Operation, p string, txn ...backendkit.TxnOp) error {
-	if c.cut.Load() == nil && c.f.faultState.Load() == nil {
-		return c.closedErr(p) // nothing to wait for: the common case
-	}
 	if err := c.closedErr(p); err != nil {
 		return err
 	}

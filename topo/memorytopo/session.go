@@ -25,16 +25,11 @@ type lease struct {
 	blocked bool
 	gen     uint64
 	timer   *time.Timer
-	notice  *time.Timer // partitionNotice's, fires before timer
+	notice  *time.Timer // a partition's notice, before timer (see refreshLease)
 	// adopted is set by adoptLease: the resumed participation's end (its
 	// entry's Delete) revokes the lease, with the earlier Conn's entries.
 	adopted bool
 }
-
-// partitionNotice is when, after a partition stops renewal, a Conn gives
-// up the leadership of its terms on the lease: a quarter of the TTL
-// before the store lapses it (see Conn.Partition).
-func partitionNotice(ttl time.Duration) time.Duration { return ttl - ttl/4 }
 
 func (s *store) newLease(c *Conn, ttl time.Duration) *lease {
 	l := &lease{c: c, ttl: ttl}
@@ -78,7 +73,9 @@ func (s *store) refreshLease(l *lease) {
 		}
 	})
 	if l.c.partitioned {
-		l.notice = time.AfterFunc(partitionNotice(l.ttl), func() {
+		// The notice: a partitioned Conn gives up the leadership of its
+		// terms on l a quarter of the TTL before l lapses (Conn.Partition).
+		l.notice = time.AfterFunc(l.ttl-l.ttl/4, func() {
 			s.lock()
 			defer s.mu.Unlock()
 			if l.gen != gen || l.revoked {

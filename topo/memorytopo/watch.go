@@ -128,7 +128,7 @@ func recursiveData(rel string, fs *fileState, rev int64) *topo.WatchDataRecursiv
 	if fs == nil {
 		return &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, rel), Revision: rev}}
 	}
-	return &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Contents: bytes.Clone(fs.contents), Version: fs.ver, Revision: rev}}
+	return &topo.WatchDataRecursive{Path: rel, WatchData: *fs.watchData(rev)}
 }
 
 // push records the state fs (nil: deleted) of the file at full path p at
@@ -407,17 +407,16 @@ func (c *Conn) WatchRecursiveSyncRevision(ctx context.Context, prefix string) ([
 		}
 		select {
 		case <-wr.broken:
-			return 0, 0, wr.interrupted(ctx, p)
 		case <-ctx.Done():
-			return 0, 0, wr.interrupted(ctx, p)
 		default:
+			s := c.s
+			s.rlock()
+			defer s.mu.RUnlock()
+			wr.mu.Lock()
+			defer wr.mu.Unlock()
+			return wr.popped + uint64(len(wr.order)+len(wr.deleted)), s.rev.Load(), nil
 		}
-		s := c.s
-		s.rlock()
-		defer s.mu.RUnlock()
-		wr.mu.Lock()
-		defer wr.mu.Unlock()
-		return wr.popped + uint64(len(wr.order)+len(wr.deleted)), s.rev.Load(), nil
+		return 0, 0, wr.interrupted(ctx, p)
 	}
 	return cur, out, sync, nil
 }
