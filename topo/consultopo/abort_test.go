@@ -41,7 +41,7 @@ func TestAbortSparesReusedConnection(t *testing.T) {
 		bDone    = make(chan error, 1)
 		once     sync.Once
 		events   []string
-		deferred = abortsDeferred.Load()
+		deferred = c.bounded.deferred.Load()
 	)
 	aTrace := &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) { aConn = info.Conn },
@@ -66,7 +66,7 @@ func TestAbortSparesReusedConnection(t *testing.T) {
 				c.forgetSession(s, errSessionClosed)
 				// The abort closes the create's connection (it fails) or
 				// waits for A's answer.
-				for abortsDeferred.Load() == deferred {
+				for c.bounded.deferred.Load() == deferred {
 					select {
 					case err := <-bDone:
 						events = append(events, "the create ended before A's answer")

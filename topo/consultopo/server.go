@@ -256,8 +256,9 @@ type Conn struct {
 
 	client     *api.Client
 	transport  *http.Transport
-	slots      *querySlots // Options.MaxBlockingQueries, of watches
-	claimSlots *querySlots // of claims' own queries (claimSlotsFor)
+	bounded    *boundedTransport // between the slots and transport
+	slots      *querySlots       // Options.MaxBlockingQueries, of watches
+	claimSlots *querySlots       // of claims' own queries (claimSlotsFor)
 	kv         *api.KV
 	root       string // canonical, "" for the whole KV store
 	opts       Options
@@ -385,8 +386,8 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	}
 	// A blocking query waits for its slot before RequestTimeout starts.
 	slots, claimSlots := newQuerySlots(opts.MaxBlockingQueries, 0), claimSlotsFor(opts.MaxBlockingQueries)
-	httpClient.Transport = &slotTransport{watches: slots, claims: claimSlots,
-		base: &boundedTransport{base: cfg.Transport, addr: cfg.Address, timeout: opts.RequestTimeout}}
+	bounded := &boundedTransport{base: cfg.Transport, addr: cfg.Address, timeout: opts.RequestTimeout}
+	httpClient.Transport = &slotTransport{watches: slots, claims: claimSlots, base: bounded}
 	cfg.HttpClient = httpClient
 	client, err := api.NewClient(cfg)
 	if err != nil {
@@ -400,6 +401,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	c := &Conn{
 		client:     client,
 		transport:  cfg.Transport,
+		bounded:    bounded,
 		slots:      slots,
 		claimSlots: claimSlots,
 		kv:         client.KV(),
@@ -468,12 +470,15 @@ type boundedTransport struct {
 	base    http.RoundTripper
 	addr    string
 	timeout time.Duration
+	// deferred counts the aborts that waited for RoundTrip (a test
+	// reads it).
+	deferred atomic.Int64
 }
 
 // RoundTrip implements http.RoundTripper.
 func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	parent := req.Context()
-	g, ctx := newRequestGate(parent)
+	g, ctx := newRequestGate(parent, &t.deferred)
 	stop := context.AfterFunc(parent, func() { g.abort(context.Cause(parent), false) })
 	bound := t.timeout + blockingWait(req.URL.RawQuery)
 	var timer *time.Timer
@@ -529,17 +534,15 @@ type requestGate struct {
 	returned bool  // RoundTrip returned
 	cause    error // the abort's, once the context is cancelled
 	pending  error // an abort waiting for RoundTrip to return
-}
 
-// abortsDeferred counts the aborts that waited for RoundTrip (a test
-// reads it).
-var abortsDeferred atomic.Int64
+	deferred *atomic.Int64 // the transport's count of aborts that waited
+}
 
 // newRequestGate returns a gate and the context to send a request of
 // parent with: parent's values (its trace hooks too), not its
 // cancellation.
-func newRequestGate(parent context.Context) (*requestGate, context.Context) {
-	g := &requestGate{}
+func newRequestGate(parent context.Context, deferred *atomic.Int64) (*requestGate, context.Context) {
+	g := &requestGate{deferred: deferred}
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
 	g.cancel = cancel
 	// It runs in net/http's read loop before the connection can go back
@@ -563,7 +566,7 @@ func (g *requestGate) abort(cause error, force bool) {
 	if g.answered && !g.returned && !force {
 		if g.pending == nil {
 			g.pending = cause
-			abortsDeferred.Add(1)
+			g.deferred.Add(1)
 		}
 		g.mu.Unlock()
 		return
