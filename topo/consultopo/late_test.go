@@ -273,7 +273,7 @@ func TestLateAcquireFreed(t *testing.T) {
 func TestGiveBackRetried(t *testing.T) {
 	root := testRoot(t)
 	key := root + "/d/Lock"
-	p, c1 := proxiedConn(t, root, txnOp("delete", key+`"`))
+	p, c1 := proxiedConn(t, root, txnOp("delete-cas", key+`"`))
 	raw := rawClient(t)
 	sess, _, err := raw.Session().Create(&api.SessionEntry{TTL: "30s", Behavior: api.SessionBehaviorDelete}, nil)
 	require.NoError(t, err)
