@@ -506,6 +506,16 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		release()
 		return nil, err
 	}
+	if resp.StatusCode == http.StatusTooManyRequests {
+		// The agent's refusal of a connection past its per-client limit
+		// (or a rate limit) comes as this error on every call, whatever
+		// the API client does with the status of the call's answer (its
+		// Txn call drops it): ResourceExhausted (codeOf).
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		_ = resp.Body.Close()
+		release()
+		return nil, api.StatusError{Code: resp.StatusCode, Body: strings.TrimSpace(string(body))}
+	}
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: release}
 	return resp, nil
 }
