@@ -93,7 +93,9 @@
 // watch of each held lock and term, keeps a blocking query open, holding
 // an HTTP connection to the agent, which refuses every request of a client
 // address past limits.http_max_conns_per_client connections (default 200)
-// with ResourceExhausted. Options.MaxBlockingQueries bounds the Conn's
+// with ResourceExhausted (Unavailable when net/http reads the refusal,
+// which the agent writes as it accepts the connection, before it sent the
+// request). Options.MaxBlockingQueries bounds the Conn's
 // open queries of watches, and half of it those of claims (waits, held
 // locks' and terms' watches), apart, so a handover never waits behind
 // idle watches; Watch calls of one file share one query
