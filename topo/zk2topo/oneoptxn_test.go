@@ -25,14 +25,20 @@ func rawData(t *testing.T, c *Conn, p string) ([]byte, *zk.Stat) {
 
 // TestUpdateOneOpTxnOutcomes: the outcomes of a compare-and-set Update and
 // of an unconditional Update of empty contents (a one-op Txn since
-// f2b834a1, readThenSet before) on every kind of znode, and the bytes
-// they store.
+// f2b834a1, readThenSet before) on every kind of znode (an ephemeral
+// znode outside the reserved places is not a file: NoNode; an entry
+// inside them is NodeExists), and the bytes they store.
 func TestUpdateOneOpTxnOutcomes(t *testing.T) {
 	ctx, c, version := emptyWriteFixture(t) // dir (directory only), file (with file/x)
 	_, fv, err := c.Get(ctx, "file")
 	require.NoError(t, err)
 	zc := c.zkConn()
 	_, err = zc.Create(c.zkPath("eph"), []byte("e"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+	require.NoError(t, err)
+	// An entry where entries may be (a segment "elections"): NodeExists.
+	_, err = c.Create(ctx, "v/elections/x/keep", []byte("k"))
+	require.NoError(t, err)
+	_, err = zc.Create(c.zkPath("v/elections/x/entry"), []byte("e"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
 	require.NoError(t, err)
 
 	for _, tc := range []struct {
@@ -49,6 +55,12 @@ func TestUpdateOneOpTxnOutcomes(t *testing.T) {
 		{"eph", nil, topo.NumericVersion(0), topo.NoNode},
 		{"file", []byte("x"), topo.NumericVersion(7), topo.BadVersion},
 		{"file", nil, topo.NumericVersion(7), topo.BadVersion},
+		{"v/elections/x/entry", []byte("x"), topo.NumericVersion(0), topo.NodeExists},
+		{"v/elections/x/entry", nil, topo.NumericVersion(0), topo.NodeExists},
+		{"v/elections/x/entry", []byte("x"), nil, topo.NodeExists},
+		{"v/elections/x/entry", nil, nil, topo.NodeExists},
+		{"v/elections/x/keep", []byte("x"), topo.NumericVersion(3), topo.BadVersion},
+		{"v/elections/x/absent", []byte("x"), topo.NumericVersion(0), topo.NoNode},
 	} {
 		before := version(tc.p)
 		_, err := c.Update(ctx, tc.p, tc.data, tc.v)
