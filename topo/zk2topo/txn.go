@@ -106,8 +106,10 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // the read and the multi.
 //
 // A multi cannot tell a file from a directory, so IfVersion, IfPresent and
-// a versioned UpdateOp read the Stat first (one round trip more); when it
-// shows the first op failing, the Txn fails without a multi. A Txn of
+// a versioned UpdateOp read the Stat first (one round trip more). A
+// condition fails only as the multi finds it (through the leader): a
+// Stat read may come from a follower behind it
+// (TestTxnFirstConditionOnLaggingFollower). A Txn of
 // only CreateOp, unversioned UpdateOp of non-empty contents, DeleteOp
 // (with no write below it) and IfAbsent costs one round trip when nothing
 // is missing, two with IfHeld. A multi failing where only a Stat tells why
@@ -681,16 +683,6 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 	t.belowEmptied()
 	if t.claims[0].dead && t.ops[0].Kind == topo.TxnIfHeld {
 		return nil, backendkit.TxnFailed(t.ops[0], topo.LockLost)
-	}
-	if s := &t.st[0]; t.needsStat(0) && !(t.entryCheck(0) && s.isEntry()) {
-		// The first op fails at its Stat's instant: no op comes before it
-		// (an entry's UpdateOp is NodeExists: see failed, roleEntry).
-		switch op := t.ops[0]; {
-		case !s.exists || s.dirOnly():
-			return nil, backendkit.TxnFailed(op, topo.NoNode)
-		case op.Version != backendkit.AnyVersion && zkVersion(op.Version) != s.st.Version:
-			return nil, backendkit.TxnFailed(op, topo.BadVersion)
-		}
 	}
 	for attempt := 0; attempt < maxTxnAttempts; attempt++ {
 		if err := t.emptyOntoChildren(); err != nil {
