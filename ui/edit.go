@@ -229,9 +229,11 @@ func (s *Server) del(w http.ResponseWriter, r *http.Request) {
 type deleteTreeRequest struct {
 	Path string `json:"path"`
 	// Count is the number of files the page showed the user (GET
-	// /api/count); the delete is refused when the subtree holds another
-	// number now.
-	Count int `json:"count"`
+	// /api/count), optional: when given, the delete is refused when the
+	// subtree holds another number now. The listing alone decides
+	// otherwise (it covers every file's path), so a request without a
+	// count is not refused as changed.
+	Count *int `json:"count"`
 	// Listing is the "listing" of the same answer (required): the delete
 	// is refused unless the subtree holds the very files listed, each at
 	// the version and with the value listed, so that it removes only
@@ -243,7 +245,8 @@ type deleteTreeRequest struct {
 // deleteTree deletes every file at or under a directory: POST
 // /api/delete-tree. It answers 400, deleting nothing, without the listing
 // confirmed (a request with a count only cannot say which files, at which
-// versions, the user confirmed), and 409 with the current count, deleting
+// versions, the user confirmed; the count is optional), and 409 with the
+// current count, deleting
 // nothing, when the subtree holds other files than that listing: another
 // number, other paths, or a file listed at another version or value.
 // Each file is then deleted at the version listed: a file another writer
@@ -263,10 +266,10 @@ func (s *Server) deleteTree(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Listing == "" {
-		s.fail(w, r, badRequest("no listing: send the count and the listing GET /api/count answered, so that only the files confirmed, unchanged, are deleted"))
+		s.fail(w, r, badRequest("no listing: send the listing (and, optionally, the count) that GET /api/count answered, so that only the files confirmed, unchanged, are deleted"))
 		return
 	}
-	if len(l.Files) != req.Count || req.Listing != listingOf(l.Files) {
+	if (req.Count != nil && len(l.Files) != *req.Count) || req.Listing != listingOf(l.Files) {
 		writeJSON(w, http.StatusConflict, map[string]any{"error": "the subtree changed since it was counted (" + strconv.Itoa(len(l.Files)) + " files now, or files written since): confirm again", "code": "Conflict", "files": len(l.Files)})
 		return
 	}
