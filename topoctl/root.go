@@ -115,8 +115,10 @@ the root as if it had one: "hello" is "/hello". -R means a directory and
 everything under it (its subtree) in every command; get and watch take
 --prefix for a plain string prefix instead.
 
-With no flags it talks to the embedded etcd that "topoctl serve" runs, at
-` + defaultClientAddress + ` under the root ` + defaultRoot + `.
+With no flags it talks to the embedded etcd that "topoctl serve" runs, under
+the root ` + defaultRoot + `: at the client address serve recorded in its
+default data directory (` + defaultClientAddress + ` unless serve was given
+--listen-client-address), else at ` + defaultClientAddress + `.
 
 Every connection flag can also come from the environment:
   ` + envImplementation + `, ` + envServerAddress + `, ` + envRoot + `, ` + envCell + `, ` + envTimeout + `
@@ -160,7 +162,7 @@ without a command end with 0 on Ctrl-C, their normal way to stop (a serve
 
 	pf := root.PersistentFlags()
 	stores.addFlags(pf)
-	pf.StringVarP(&out.format, "output", "o", "text", "output format of reading commands: text or json")
+	pf.StringVarP(&out.format, "output", "o", "text", "output format: text or json (JSON on stdout, one value per line, from reading and writing commands alike: a write says what it wrote)")
 	stores.sec.addFlags(pf)
 	pf.StringVar(&stores.configFile, "config", "", "file of connection settings, one \"flag-name = value\" per line ('#' starts a line's comment, or a trailing one after a space); a flag or variable wins over it (env "+envConfig+")")
 	pf.StringVar(&logLevel, "log-level", "error", "log level of topoctl and the backends: debug, info, warn or error (logs go to stderr; debug logs one record per store call)")

@@ -1,0 +1,41 @@
+package topoctl
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A first user ran "topoctl serve" on other ports and found every command
+// using them with no flags, while topoctl --help said that no flags meant
+// 127.0.0.1:2379. The help names the address serve recorded, and the
+// default address is that record.
+func TestRootHelpNamesRecordedAddress(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(endpointFile(dir), []byte("127.0.0.1:32479\n"), 0o600))
+	s := settings{getenv: func(k string) string {
+		if k == envDataDir {
+			return dir
+		}
+		return ""
+	}}
+	require.Equal(t, "127.0.0.1:32479", s.defaultAddress())
+	help := strings.Join(strings.Fields(target{noFlags: true}.ok(t, "--help")), " ")
+	assert.Contains(t, help, "at the client address serve recorded in its default data directory (127.0.0.1:2379 unless serve was given --listen-client-address)")
+}
+
+// --output json is not for reading commands only: put says what it wrote
+// in JSON, and the flag's help says so.
+func TestOutputHelpCoversWrites(t *testing.T) {
+	t.Parallel()
+	tg := memoryTarget(t)
+	assert.JSONEq(t, `{"path":"/a","version":1}`, tg.ok(t, "-o", "json", "put", "/a", "b"))
+	help := target{noFlags: true}.ok(t, "--help")
+	assert.NotContains(t, help, "output format of reading commands")
+	assert.Regexp(t, regexp.MustCompile(`-o, --output string\s+output format: text or json \(JSON on stdout, one value per line, from reading and writing commands alike`), help)
+}
