@@ -179,6 +179,15 @@ shows it.`,
 				if ctx.Err() != nil {
 					return exitError{code: ExitInterrupted, err: fmt.Errorf("interrupted while waiting for the lock on %s: %w", displayPath(dir), err)}
 				}
+				if wait := stores.lockWait(); wait > 0 && topo.IsErrType(err, topo.Timeout) {
+					// The wait --timeout bounds ran out: say so, who
+					// holds the lock, and what else to do.
+					held := ""
+					if by := o.holder(ctx, st, dir); by != "" {
+						held = "; it is held by " + strings.TrimPrefix(by, ", by ")
+					}
+					return fmt.Errorf("could not take the lock on %s within --timeout %s%s (a larger --timeout waits longer; lock --try fails at once): %w", displayPath(dir), wait, held, err)
+				}
 				if nf := (*backendkit.LockNeedsFilesError)(nil); !named && errors.As(err, &nf) {
 					// The backend's refusal (backendkit.LockNeedsFiles),
 					// in topoctl's words: what lock takes, and --named.

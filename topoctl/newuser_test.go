@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 )
 
 // A first user ran "topoctl serve" on other ports and found every command
@@ -38,4 +40,19 @@ func TestOutputHelpCoversWrites(t *testing.T) {
 	help := target{noFlags: true}.ok(t, "--help")
 	assert.NotContains(t, help, "output format of reading commands")
 	assert.Regexp(t, regexp.MustCompile(`-o, --output string\s+output format: text or json \(JSON on stdout, one value per line, from reading and writing commands alike`), help)
+}
+
+// A lock wait that --timeout ends says so, names the holder and what to
+// do, as the quickstart shows it (on etcd, the default store), instead of
+// a bare "deadline exceeded".
+func TestQuickstartLockTimeoutMessage(t *testing.T) {
+	t.Parallel()
+	tg := target{impl: "etcd2", addr: etcdtest.Start(t), root: "/vitess/global"}
+	tg.ok(t, "put", "/keyspaces/commerce/Keyspace", "k")
+	hold := tg.start(t, "lock", "/keyspaces/commerce", "--", "sh", "-c", "echo held; exec sleep 600")
+	hold.waitOutput(t, "held")
+	r := tg.fails(t, 1, nil, "--timeout", "1s", "lock", "/keyspaces/commerce", "--", "echo", "later")
+	want := quickstartOutput(t, "topoctl --timeout 1s lock /keyspaces/commerce").String()
+	want = strings.ReplaceAll(want, regexp.QuoteMeta("127.0.0.1:2379"), regexp.QuoteMeta(tg.addr))
+	assert.Regexp(t, regexp.MustCompile(want), r.stderr)
 }
