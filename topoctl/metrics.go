@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,6 +67,9 @@ func startMetrics(ctx context.Context, cmd *cobra.Command, c *connector, addr st
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			err = fmt.Errorf("%w (another program listens there: pick another port)", err)
+		}
 		return nil, exitError{code: ExitFailure, err: fmt.Errorf("--metrics-address: %w", err)}
 	}
 	mux := http.NewServeMux()

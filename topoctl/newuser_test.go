@@ -1,6 +1,7 @@
 package topoctl
 
 import (
+	"net"
 	"os"
 	"regexp"
 	"strings"
@@ -55,4 +56,17 @@ func TestQuickstartLockTimeoutMessage(t *testing.T) {
 	want := quickstartOutput(t, "topoctl --timeout 1s lock /keyspaces/commerce").String()
 	want = strings.ReplaceAll(want, regexp.QuoteMeta("127.0.0.1:2379"), regexp.QuoteMeta(tg.addr))
 	assert.Regexp(t, regexp.MustCompile(want), r.stderr)
+}
+
+// A port already taken says what to do, as serve's does: ui and
+// --metrics-address name the flag that picks another.
+func TestListenAddressInUseSaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = busy.Close() })
+	addr := busy.Addr().String()
+	tg := memoryTarget(t)
+	tg.fails(t, 1, []string{"address already in use", "pick another port with --listen)"}, "ui", "--listen", addr)
+	tg.fails(t, 1, []string{"--metrics-address: ", "address already in use", "pick another port)"}, "--metrics-address", addr, "watch", "--wait", "/x")
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -84,6 +85,9 @@ stores to the compare view. Runs until interrupted.`,
 			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
+				if errors.Is(err, syscall.EADDRINUSE) {
+					return fmt.Errorf("%w (another program, perhaps another \"topoctl ui\", listens there: pick another port with --listen)", err)
+				}
 				return err
 			}
 			// The address bound is checked again: a host name (localhost)
