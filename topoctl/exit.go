@@ -132,6 +132,12 @@ func (p *printer) errorLine(err error) string {
 		return msg
 	}
 	msg = codeName(c) + ": " + msg
+	var te *topo.Error
+	if c == topo.NoNode && errors.As(err, &te) && te.Err == nil && err.Error() == te.Error() && p.onlyMemory() {
+		// A bare "node doesn't exist" on a memory store: most likely a
+		// file an earlier command wrote, gone with its process.
+		msg += memoryHint(p.stores[0])
+	}
 	if c == topo.Unavailable || c == topo.Timeout {
 		// A store that could not be reached is named by the error itself
 		// (it may be another one than p.stores: a cell's, copy's other).
@@ -140,6 +146,17 @@ func (p *printer) errorLine(err error) string {
 		}
 	}
 	return msg
+}
+
+// onlyMemory reports whether every store the command named is a memory
+// one (IMPL:ADDR:ROOT names starting "memory:").
+func (p *printer) onlyMemory() bool {
+	for _, s := range p.stores {
+		if !strings.HasPrefix(s, "memory:") {
+			return false
+		}
+	}
+	return len(p.stores) > 0
 }
 
 // namesUnreachable reports whether err is the error of a store that could

@@ -70,3 +70,22 @@ func TestListenAddressInUseSaysWhatToDo(t *testing.T) {
 	tg.fails(t, 1, []string{"address already in use", "pick another port with --listen)"}, "ui", "--listen", addr)
 	tg.fails(t, 1, []string{"--metrics-address: ", "address already in use", "pick another port)"}, "--metrics-address", addr, "watch", "--wait", "/x")
 }
+
+// A first user's "topoctl -i memory put /a b" then "get /a" failed with a
+// bare NoNode: a file missing from a memory store now says why it may be
+// (each command starts with an empty store), as an empty root did; a
+// NoNode that topoctl explains, or from another store, gets no such note.
+func TestMemoryNoNodeSaysPerProcess(t *testing.T) {
+	t.Parallel()
+	tg := memoryTarget(t)
+	const why = "; a memory store lives only as long as its topoctl process: each command starts with an empty one"
+	for _, args := range [][]string{{"get", "/a"}, {"stat", "/a"}, {"rm", "/a"}, {"cell", "get", "z"}} {
+		tg.fails(t, 1, []string{"NoNode: node doesn't exist: /", why}, args...)
+	}
+	tg.ok(t, "put", "/d/f", "v")
+	r := tg.fails(t, 1, []string{"NoNode: /d is a directory, not a file"}, "get", "/d")
+	assert.NotContains(t, r.stderr, why)
+	et := target{impl: "etcd2", addr: etcdtest.Start(t), root: "/r"}
+	r = et.fails(t, 1, []string{"NoNode: node doesn't exist: /a"}, "get", "/a")
+	assert.NotContains(t, r.stderr, why)
+}
