@@ -89,3 +89,13 @@ func TestMemoryNoNodeSaysPerProcess(t *testing.T) {
 	r = et.fails(t, 1, []string{"NoNode: node doesn't exist: /a"}, "get", "/a")
 	assert.NotContains(t, r.stderr, why)
 }
+
+// --type takes Vitess's full name of a record (what a Vitess user knows)
+// with no --protoset: it names the built-in type.
+func TestTypeVitessFullName(t *testing.T) {
+	t.Parallel()
+	tg := memoryTarget(t)
+	tg.ok(t, "put", "/cells/zone1/CellInfo", "\n\x0e127.0.0.1:2379\x12\r/vitess/zone1")
+	out := tg.ok(t, "get", "--decode", "--type", "topodata.CellInfo", "/cells/zone1/CellInfo")
+	assert.JSONEq(t, `{"serverAddress":"127.0.0.1:2379","root":"/vitess/zone1"}`, out)
+}

@@ -155,8 +155,10 @@ func (e *TypeError) Error() string {
 // Type finds a message by full name ("topodata.Tablet"; a leading "." is
 // accepted) or by short name ("Tablet": the record of that name, by
 // Register or Vitess's layout, e.g. "VSchema" is a vschema Keyspace; else
-// the one message of that name). It returns a *TypeError when there is no
-// single such message.
+// the one message of that name). A full name of Vitess's layout
+// ("topodata.Tablet", "vschema.Keyspace") that no protoset added is the
+// built-in type of that record, as the layout decodes it. It returns a
+// *TypeError when there is no single such message.
 func (r *Registry) Type(name string) (protoreflect.MessageDescriptor, error) {
 	if !strings.Contains(strings.TrimPrefix(name, "."), ".") {
 		if md := r.find(r.records[name]); md != nil {
@@ -171,6 +173,11 @@ func (r *Registry) Type(name string) (protoreflect.MessageDescriptor, error) {
 	}
 	d, err := r.files.FindDescriptorByName(protoreflect.FullName(strings.TrimPrefix(name, ".")))
 	if err != nil {
+		for _, l := range r.layout {
+			if l.Type == strings.TrimPrefix(name, ".") && l.builtin != nil {
+				return l.builtin, nil
+			}
+		}
 		return nil, &TypeError{Name: name, Kind: NotFound}
 	}
 	md, ok := d.(protoreflect.MessageDescriptor)
