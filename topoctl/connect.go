@@ -102,7 +102,9 @@ func (o *connector) openSpec(ctx context.Context, sp spec, cell string) (*store,
 		// dead one fails at once, naming the cell's store, rather than
 		// after --timeout. A missing CellInfo is left to ConnForCell.
 		st.tree = spec{}
+		noAddress := false
 		if ci, err := srv.GetCellInfo(cctx, cell); err == nil {
+			noAddress = ci.GetServerAddress() == ""
 			csp := spec{impl: sp.impl, addr: ci.GetServerAddress(), root: ci.GetRoot()}
 			st.tree = csp
 			if err := o.checkListening(ctx, csp); err != nil {
@@ -113,6 +115,10 @@ func (o *connector) openSpec(ctx context.Context, sp spec, cell string) (*store,
 		conn, err := srv.ConnForCell(cctx, cell)
 		if err != nil {
 			srv.Close()
+			if noAddress {
+				// (a CellInfo of Vitess's in-memory test cells names none)
+				return nil, fmt.Errorf("cell %s: %w (its CellInfo names no server address: set one with \"topoctl cell set %s --server-address ADDR\")", cell, err, cell)
+			}
 			return nil, fmt.Errorf("cell %s: %w", cell, err)
 		}
 		st.conn = conn

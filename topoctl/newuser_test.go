@@ -99,3 +99,15 @@ func TestTypeVitessFullName(t *testing.T) {
 	out := tg.ok(t, "get", "--decode", "--type", "topodata.CellInfo", "/cells/zone1/CellInfo")
 	assert.JSONEq(t, `{"serverAddress":"127.0.0.1:2379","root":"/vitess/zone1"}`, out)
 }
+
+// A cell whose CellInfo names no server address (cell set with --root
+// only, or Vitess's in-memory test cells) fails to open saying how to
+// give it one, on the real store that refuses the empty address.
+func TestCellWithoutAddressSaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	tg := target{impl: "etcd2", addr: etcdtest.Start(t), root: "/vitess/global"}
+	tg.ok(t, "cell", "set", "zone2", "--root", "/vitess/zone2")
+	tg.fails(t, 1, []string{"InvalidArgument: cell zone2: ", `(its CellInfo names no server address: set one with "topoctl cell set zone2 --server-address ADDR")`}, "--cell", "zone2", "ls")
+	tg.ok(t, "cell", "set", "zone2", "--server-address", tg.addr)
+	tg.ok(t, "--cell", "zone2", "put", "/a", "b")
+}
