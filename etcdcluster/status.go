@@ -107,7 +107,8 @@ type ClusterStatus struct {
 	Healthy bool `json:"healthy"`
 	// Shortfall says plainly why the cluster cannot reach its ideal size
 	// (fewer volunteers, members included, than IdealSize), "" when it
-	// can.
+	// can, and "" for an etcd no decider or volunteer manages (no
+	// "serve --cluster" or "--seeds" node: nothing resizes it).
 	Shortfall string `json:"shortfall,omitempty"`
 	// Stale is true when the member list and the keys could not be read
 	// through a quorum (within quorumWait) and were read from whichever
@@ -318,7 +319,10 @@ func StatusWith(ctx context.Context, cli *clientv3.Client, prefix string, opts C
 		// Not presented as deciding a node that cannot be reached.
 		st.UnconfirmedDecider, st.Decider = st.Decider, ""
 	}
-	if len(st.Volunteers) < st.IdealSize {
+	// Only a cluster something manages (a decider, volunteers) has a
+	// size to fall short of: a plain etcd keeps the members it has.
+	managed := st.Decider != "" || st.UnconfirmedDecider != "" || len(st.Volunteers) > 0
+	if managed && len(st.Volunteers) < st.IdealSize {
 		st.Shortfall = shortfall(st.IdealSize, len(st.Volunteers), len(st.Voters()))
 	}
 	return st, nil
