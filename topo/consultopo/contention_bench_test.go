@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/test"
 )
 
 // BenchmarkContention runs n contenders, each on a Conn of its own, that
@@ -183,4 +184,29 @@ func selfCPU() time.Duration {
 func consulCPU() time.Duration {
 	d, _ := agent.CPUTime()
 	return d
+}
+
+// BenchmarkSemaphoreContention is test.BenchContentionServer's kind
+// "semaphore" (test.SemaphoreBenchLimit slots, each contender releasing at
+// once) over 10 Conns for N = 1, 10, 100, 300 contenders: acquisitions per
+// second, CPU per acquisition (this process's and the agent's) and how
+// many contenders acquired (issue 33: each release admits the next waiter
+// only).
+func BenchmarkSemaphoreContention(b *testing.B) {
+	for _, n := range []int{1, 10, 100, 300} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			root := testRoot(b)
+			conns := make([]topo.Conn, 10)
+			for i := range conns {
+				c, err := NewConn(testOptions(), root)
+				require.NoError(b, err)
+				b.Cleanup(c.Close)
+				conns[i] = c
+			}
+			test.BenchContentionServer(b, conns, "semaphore", n, func() time.Duration {
+				d, _ := agent.CPUTime()
+				return d
+			})
+		})
+	}
 }

@@ -15,7 +15,7 @@ import (
 // per second, CPU per acquisition (of this process and of the ZooKeeper
 // server's JVM) and how many contenders acquired.
 func BenchmarkContention(b *testing.B) {
-	for _, kind := range []string{"lock", "election"} {
+	for _, kind := range []string{"lock", "election", "semaphore"} {
 		for _, n := range []int{1, 10, 100, 300} {
 			b.Run(fmt.Sprintf("%s/n=%d", kind, n), func(b *testing.B) {
 				root := freshRoot(b)
